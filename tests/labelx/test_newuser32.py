@@ -4,11 +4,15 @@ The refusal (409) said "project 'P' has no accepted, changed, not yet exported l
 commit; review items first" whatever the project's state: a project nobody had annotated was
 sent to a review with nothing in it, and "exported" (the commit's bookkeeping) read as
 ``labelx export``, as if an export had used the labels up. It now says where the project's
-items are and the step that gives the commit a label.
+items are and the step that gives the commit a label. ``labelx projects`` counted TODO and
+ACCEPTED only; it counts every state now.
 """
 
 from __future__ import annotations
 
+import json
+
+from datahub.cli.main import main
 from tests.labelx.conftest import Env, Session, make_project, ok
 from tests.labelx.test_newuser29 import _accepted
 
@@ -50,3 +54,28 @@ def test_a_second_commit_says_the_accepted_labels_are_committed_not_exported(app
         "as pets@v1 has them); annotate the items and submit their tasks, accept them in review, then "
         "commit again"
     ), message
+
+
+def test_labelx_projects_counts_every_state_of_the_items(app, env: Env, tmp_path, capsys) -> None:
+    """``labelx projects`` showed TODO and ACCEPTED only: 30 items submitted for review read
+    "30 items, 0 to do, 0 accepted", nowhere. Its columns now count every state, as the
+    dashboard does, and add up to the items."""
+    admin = Session(app, "admin")
+    pid = make_project(admin)["id"]
+    _accepted(app, pid, "img/0003.jpg", "dog")
+    store = app.state.labelx.store
+    item = store.item_by_key(pid, "img/0005.jpg")
+    store.save_value(item.id, store.user_by_name("alice").id, item.version, "dog", "annotated")
+    home = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    assert main([*home, "--json", "labelx", "projects"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    counts = {k: row[k] for k in ("todo", "annotated", "skipped", "in_review", "rejected", "accepted")}
+    assert counts == {"todo": 10, "annotated": 1, "skipped": 0, "in_review": 0, "rejected": 0, "accepted": 1}
+    assert sum(counts.values()) == row["items"] == 12
+    store.submit_task(item.task_id)
+    assert main([*home, "labelx", "projects"]) == 0
+    header, line = capsys.readouterr().out.splitlines()
+    assert header.split() == [
+        "ID", "NAME", "SOURCE", "KIND", "ITEMS", "TODO", "ANNOTATED", "SKIPPED", "IN_REVIEW", "REJECTED", "ACCEPTED",
+    ]  # fmt: skip
+    assert line.split()[4:] == ["12", "10", "0", "0", "1", "0", "1"]  # 0005 is in review now
