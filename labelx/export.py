@@ -389,6 +389,27 @@ def _items(service: LabelService, project: Project, include: str) -> Iterator[It
             yield item
 
 
+def exported_note(service: LabelService, project: Project, include: str) -> str:
+    """What an export holds, said after "wrote FILE": an export of no label was a file with a
+    header only and "wrote FILE", the same as a full one, before anything was accepted (newuser32)."""
+    n = sum(1 for _ in _items(service, project, include))
+    which = "accepted" if include == "accepted" else "annotated, in review or accepted"
+    if n:
+        return f"{n} label{'s' if n != 1 else ''} of project {project.name!r} ({which})"
+    counts = service.store.status_counts(project.id)
+    states = {"todo": "to annotate", "annotated": "annotated, not submitted", "submitted": "in review",
+              "rejected": "rejected", "skipped": "skipped"}  # fmt: skip
+    where = ", ".join(f"{counts[s]} {said}" for s, said in states.items() if counts.get(s))
+    step = (
+        "accept items in review, or add --include annotated for the labels not reviewed yet"
+        if include == "accepted"
+        else "annotate items first"
+    )
+    return (
+        f"no label in it: no item of project {project.name!r} is {which} yet ({where or 'no items'}); {step}"
+    )
+
+
 # a cell starting with one of these is a formula to a spreadsheet (OWASP "CSV Injection"); the
 # quote itself is in the list so the escape stays reversible: strip one leading quote, get the text
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r", "'")

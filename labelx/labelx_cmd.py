@@ -521,5 +521,6 @@ def _export(args, ctx) -> int:
         else:
             with written(target, "wb") as out:  # nothing half-written under the final name
                 shutil.copyfileobj(spool, out)
-    print(f"wrote {'stdout' if to_stdout else args.output}", file=sys.stderr)
+    note = export.exported_note(service, project, args.include)
+    print(f"wrote {'stdout' if to_stdout else args.output}: {note}", file=sys.stderr)
     return 0

@@ -5,7 +5,8 @@ commit; review items first" whatever the project's state: a project nobody had a
 sent to a review with nothing in it, and "exported" (the commit's bookkeeping) read as
 ``labelx export``, as if an export had used the labels up. It now says where the project's
 items are and the step that gives the commit a label. ``labelx projects`` counted TODO and
-ACCEPTED only; it counts every state now.
+ACCEPTED only; it counts every state now. ``labelx export`` of no label wrote a header and
+"wrote FILE", as a full export does; it says what the file holds now, and why nothing.
 """
 
 from __future__ import annotations
@@ -79,3 +80,22 @@ def test_labelx_projects_counts_every_state_of_the_items(app, env: Env, tmp_path
         "ID", "NAME", "SOURCE", "KIND", "ITEMS", "TODO", "ANNOTATED", "SKIPPED", "IN_REVIEW", "REJECTED", "ACCEPTED",
     ]  # fmt: skip
     assert line.split()[4:] == ["12", "10", "0", "0", "1", "0", "1"]  # 0005 is in review now
+
+
+def test_labelx_export_says_how_many_labels_it_wrote_and_why_none(app, env: Env, tmp_path, capsys) -> None:
+    admin = Session(app, "admin")
+    make_project(admin)
+    home = ["--home", env.config.home, "--catalog", f"sqlite:///{tmp_path / 'catalog.db'}"]
+    target = tmp_path / "labels.csv"
+    export = [*home, "labelx", "export", "pets-cls", "--format", "csv", "-o", str(target)]
+    assert main(export) == 0
+    assert target.read_bytes() == b"key,class\r\n"
+    assert capsys.readouterr().err == (
+        f"wrote {target}: no label in it: no item of project 'pets-cls' is accepted yet (12 to annotate); "
+        "accept items in review, or add --include annotated for the labels not reviewed yet\n"
+    )
+    pid = app.state.labelx.store.project_by_name("pets-cls").id
+    _accepted(app, pid, "img/0003.jpg", "dog")
+    assert main(export) == 0
+    assert target.read_bytes() == b"key,class\r\nimg/0003.jpg,dog\r\n"
+    assert capsys.readouterr().err == f"wrote {target}: 1 label of project 'pets-cls' (accepted)\n"
