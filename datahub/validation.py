@@ -75,6 +75,21 @@ def check_name(name: str, what: str = "dataset") -> str:
     return name
 
 
+def split_version(text: str) -> tuple[str, str | None]:
+    """``"imagenet@v3"`` -> ("imagenet", "v3"); ``"imagenet"`` -> ("imagenet", None: latest).
+
+    Nothing after the ``@`` is refused: ``sample@$REF`` with ``REF`` unset listed, exported,
+    prefetched and mounted the latest version as if it had been asked for (newuser32)."""
+    name, at, ref = text.partition("@")
+    check_name(name)
+    if at and not ref:
+        raise InvalidInput(
+            f"nothing after '@' in {text!r} (an empty shell variable?): name a version, "
+            f"e.g. {name}@v1, {name}@latest or {name}@TAG, or write {name} alone for the latest"
+        )
+    return name, ref or None
+
+
 def check_tag(tag: str, *, existing: bool = False) -> str:
     """Tags never look like version references (``3``, ``v3``, ``latest``): ``@v3`` must always
     mean version 3, whoever tagged what. ``existing=True`` (deleting a tag) still accepts such a

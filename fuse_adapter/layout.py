@@ -34,7 +34,7 @@ from datahub.catalog.model import DirFile, Version
 from datahub.catalog.snapshots import snapshot_dataset_name
 from datahub.errors import AccessDenied, AlreadyExists, Busy, DatahubError, NotFound, TransientStorageError
 from datahub.storage.base import ObjectInfo, ObjectRef
-from datahub.validation import check_name
+from datahub.validation import split_version
 from fuse_adapter.bucket_listing import BucketLister
 from fuse_adapter.mount_info import INFO_FILE, MountInfo
 from fuse_adapter.paged_tree import PAGE_BUDGET, PagedTree, PagedVersion
@@ -55,9 +55,7 @@ class VersionSpec:
 
     @classmethod
     def parse(cls, text: str) -> VersionSpec:
-        dataset, _, ref = text.partition("@")
-        check_name(dataset)
-        return cls(dataset, ref or None)
+        return cls(*split_version(text))  # "ds@" is refused, not taken for latest
 
     def entry(self) -> str:
         """Where this spec's files are under ``MOUNT/<dataset>/``, known before the ref is

@@ -90,10 +90,7 @@ def commit_labels(
     field = service.schema(project).field
     total = service.store.count_changed(project_id)
     if total == 0:  # the request is fine; the project's state is not ready (409, like git's)
-        raise Conflict(
-            f"project {project.name!r} has no accepted, changed, not yet exported labels to commit; "
-            "review items first"
-        )
+        raise Conflict(nothing_to_commit(service, project))
     if not overwrite:
         _refuse_unseen_changes(service, project, field, user)
     held = _held_at_head(service, project, field)
@@ -265,6 +262,39 @@ def _already_in(service: LabelService, project: Project, seq: int, field: str) -
     return found
 
 
+def nothing_to_commit(service: LabelService, project: Project) -> str:
+    """Why a commit of ``project`` found no label to write, and the step that gives it one.
+
+    It said "no accepted, changed, not yet exported labels to commit; review items first"
+    whatever the project's state: a project nobody had annotated was sent to a review with
+    nothing in it, and "exported" (the commit's own bookkeeping) read as ``labelx export``,
+    so an export seemed to have used the labels up (newuser32)."""
+    counts = service.store.status_counts(project.id)
+    source = f"{project.dataset}@v{project.version}"
+    to_annotate = sum(counts.get(s, 0) for s in ("todo", "annotated", "rejected"))
+    submitted, accepted, skipped = (counts.get(s, 0) for s in ("submitted", "accepted", "skipped"))
+    where = [
+        f"{n} {what}"
+        for n, what in (
+            (to_annotate, "still to annotate or submit"),
+            (submitted, "waiting for review"),
+            (skipped, "skipped"),
+            (accepted, f"accepted, all committed already or labelled as {source} has them"),
+        )
+        if n
+    ]
+    if submitted:
+        step = "accept items in review, then commit again"
+    elif to_annotate:
+        step = "annotate the items and submit their tasks, accept them in review, then commit again"
+    else:
+        step = "every accepted label is in the dataset already"
+    return (
+        f"project {project.name!r} has no accepted label left to commit (of its {sum(counts.values())} "
+        f"items: {', '.join(where) or 'none'}); {step}"
+    )
+
+
 def _commit_new_dataset(
     service: LabelService, user: User, project: Project, name: str, message: str, progress: Any
 ) -> Any:
@@ -357,6 +387,27 @@ def _items(service: LabelService, project: Project, include: str) -> Iterator[It
     for item in service.store.iter_items(project.id, statuses):
         if item.value is not None:
             yield item
+
+
+def exported_note(service: LabelService, project: Project, include: str) -> str:
+    """What an export holds, said after "wrote FILE": an export of no label was a file with a
+    header only and "wrote FILE", the same as a full one, before anything was accepted (newuser32)."""
+    n = sum(1 for _ in _items(service, project, include))
+    which = "accepted" if include == "accepted" else "annotated, in review or accepted"
+    if n:
+        return f"{n} label{'s' if n != 1 else ''} of project {project.name!r} ({which})"
+    counts = service.store.status_counts(project.id)
+    states = {"todo": "to annotate", "annotated": "annotated, not submitted", "submitted": "in review",
+              "rejected": "rejected", "skipped": "skipped"}  # fmt: skip
+    where = ", ".join(f"{counts[s]} {said}" for s, said in states.items() if counts.get(s))
+    step = (
+        "accept items in review, or add --include annotated for the labels not reviewed yet"
+        if include == "accepted"
+        else "annotate items first"
+    )
+    return (
+        f"no label in it: no item of project {project.name!r} is {which} yet ({where or 'no items'}); {step}"
+    )
 
 
 # a cell starting with one of these is a formula to a spreadsheet (OWASP "CSV Injection"); the

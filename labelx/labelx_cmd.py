@@ -355,13 +355,17 @@ def _revoke_token(args, ctx) -> int:
 def _projects(args, ctx) -> int:
     service = _service(ctx)
     rows = []
+    # every state an item can be in, as the dashboard counts them: with only TODO and ACCEPTED,
+    # a project whose items all waited for review read "30 items, 0 to do, 0 accepted" (newuser32)
+    states = {"todo": "todo", "annotated": "annotated", "skipped": "skipped", "in_review": "submitted",
+              "rejected": "rejected", "accepted": "accepted"}  # fmt: skip
     for p in service.store.list_projects():
         counts = service.store.status_counts(p.id)
         rows.append({
             "id": p.id, "name": p.name, "source": f"{p.dataset}@v{p.version}", "kind": p.schema["kind"],
-            "items": p.item_count, "todo": counts.get("todo", 0), "accepted": counts.get("accepted", 0),
+            "items": p.item_count, **{column: counts.get(status, 0) for column, status in states.items()},
         })  # fmt: skip
-    ctx.emit(rows, columns=["id", "name", "source", "kind", "items", "todo", "accepted"])
+    ctx.emit(rows, columns=["id", "name", "source", "kind", "items", *states])
     return 0
 
 
@@ -517,5 +521,6 @@ def _export(args, ctx) -> int:
         else:
             with written(target, "wb") as out:  # nothing half-written under the final name
                 shutil.copyfileobj(spool, out)
-    print(f"wrote {'stdout' if to_stdout else args.output}", file=sys.stderr)
+    note = export.exported_note(service, project, args.include)
+    print(f"wrote {'stdout' if to_stdout else args.output}: {note}", file=sys.stderr)
     return 0

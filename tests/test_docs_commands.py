@@ -573,9 +573,7 @@ def test_the_extraction_finds_what_the_docs_show() -> None:
     assert tour.shown.fenced and tour.shown.where.startswith("README.md:")
     assert "datahub log imagenet" in found and "datahub ls imagenet@latest --prefix train/cat/" in found
     pipe = [c for c in checked_commands() if c.shown.text.startswith("$D ls sample@v1")]
-    assert pipe and pipe[0].args == (
-        "--home",
-        "${DATAHUB_HOME:-var}",  # make run's home: ./var, or an exported DATAHUB_HOME (newuser26)
+    assert pipe and pipe[0].args == (  # D=.venv/bin/datahub: the home from DATAHUB_HOME or ./var
         "ls",
         "sample@v1",
         "--filter",

@@ -111,6 +111,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         try:
             app, cache = build_app(ctx.config, ctx.catalog, ctx.stores, labelx=args.labelx)
             ctx.service("cache", lambda: cache)
+            pages_name_commands_as_typed(app, ctx.command)
             server = ApiServer(app, ctx.config, sock=sock)
             # SIGHUP too: closing the terminal killed it with its cache never closed
             with stop_signals((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as wait:
@@ -148,6 +149,17 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             sock.close()
     print("stopped", file=ctx.err)
     return code
+
+
+def pages_name_commands_as_typed(app: Any, command: str) -> None:
+    """The commands the pages show (the browser's "Mount it" and empty list, LabelX's
+    dashboard) written as this user runs datahub (``invoked_as``), as this command's own lines
+    and errors are: ``.venv/bin/datahub --home var serve`` served pages that said ``datahub
+    mount …``, "command not found" where the venv is not on PATH (newuser32)."""
+    app.state.browser.cli = command
+    labelx = next((r.app for r in app.routes if getattr(r, "path", "") == "/labelx"), None)
+    if labelx is not None:
+        labelx.state.labelx.cli = command
 
 
 def _url(host: str, port: int) -> str:

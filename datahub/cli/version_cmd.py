@@ -14,7 +14,7 @@ from itertools import islice
 from datahub.console.context import CliContext, author_or_default, shown
 from datahub.console.output import output_file, written
 from datahub.errors import Conflict, InvalidInput, VersionNotFound
-from datahub.validation import check_name, check_tag
+from datahub.validation import check_tag, split_version
 
 LOG_COLUMNS = (
     "seq",
@@ -30,9 +30,10 @@ LOG_COLUMNS = (
 
 
 def split_ref(spec: str) -> tuple[str, str]:
-    """``"imagenet@v3"`` -> ("imagenet", "v3"); ``"imagenet"`` -> ("imagenet", "latest")."""
-    name, _, ref = spec.partition("@")
-    return check_name(name), ref or "latest"
+    """``"imagenet@v3"`` -> ("imagenet", "v3"); ``"imagenet"`` -> ("imagenet", "latest");
+    ``"imagenet@"`` is refused (``validation.split_version``)."""
+    name, ref = split_version(spec)
+    return name, ref or "latest"
 
 
 def dataset_only(spec: str, command: str, instead: Callable[[str, str], str]) -> str:

@@ -120,6 +120,24 @@ def test_the_quickstart_try_it_block_runs_with_the_home_in_datahub_home(demo: De
     assert not (tmp_path / "var").exists()
 
 
+def test_the_quickstart_try_it_block_runs_with_a_home_holding_a_space(demo: Demo, tmp_path: Path) -> None:
+    """``DATAHUB_HOME="/tmp/my home" make run`` then the block with that home exported: its
+    ``D=".venv/bin/datahub --home ${DATAHUB_HOME:-var}"`` split the home in two at ``$D``
+    (newuser32: "invalid choice: 'home'"). The demo's home is reached through a link whose name
+    holds a space."""
+    (tmp_path / ".venv").symlink_to(REPO / ".venv")
+    home = tmp_path / "my home"
+    home.symlink_to(demo.cwd / "var")
+    section = (REPO / "docs" / "quickstart.md").read_text().split("## Try it", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    script = block.replace("localhost:8080", f"localhost:{demo.port}").replace("> /tmp/", f"> {tmp_path}/qs-")
+    proc = _shell(f"export DATAHUB_HOME='{home}'\n{script}", tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, f"{script}\n{proc.stdout}\n{proc.stderr}"
+    assert "sample@golden -> v1" in proc.stdout
+    assert (tmp_path / "qs-sample.ndjson").read_text().count("\n") == 300
+    assert not (tmp_path / "var").exists()
+
+
 @pytest.mark.fuse
 def test_the_version_pages_mount_snippet_mounts_as_shown(demo: Demo, tmp_path: Path) -> None:
     """Before, it read ``datahub mount …``: 'datahub: command not found' after ``make run``."""

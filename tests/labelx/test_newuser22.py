@@ -105,7 +105,10 @@ def test_labelx_export_o_dash_writes_to_stdout(app, env, tmp_path: Path, monkeyp
         == 0
     )
     said = capsys.readouterr()
-    assert said.out == "key,class\r\n" and said.err == "wrote stdout\n", said
+    assert said.out == "key,class\r\n" and said.err == (
+        "wrote stdout: no label in it: no item of project 'piped' is annotated, in review or accepted yet "
+        "(12 to annotate); annotate items first\n"
+    ), said
     assert not (tmp_path / "-").exists()
 
 

@@ -44,7 +44,7 @@ def test_labels_the_head_already_holds_make_no_version_and_say_so(app, env: Env)
     stats = ok(admin.get(f"/api/projects/{pid}/stats"))
     assert stats["exports"] == []  # v2 is not the project's own commit
     again = admin.post(f"/api/projects/{pid}/commit", {})  # nothing left: the usual answer
-    assert again.status_code == 409 and "no accepted, changed, not yet exported" in again.text
+    assert again.status_code == 409 and "no accepted label left to commit" in again.text
     # a real change later is committed, alone
     _accepted(app, pid, "img/0005.jpg", "cat")
     v = ok(admin.post(f"/api/projects/{pid}/commit", {}))

@@ -96,7 +96,9 @@ def test_state_conflicts_are_409_not_400(app):
     pid = make_project(admin)["id"]
     alice = Session(app, "alice")
     commit = admin.post(f"/api/projects/{pid}/commit", {})
-    assert commit.status_code == 409 and "review items first" in commit.json()["error"]["message"]
+    assert (
+        commit.status_code == 409 and "no accepted label left to commit" in commit.json()["error"]["message"]
+    )
     assert admin.get(f"/api/projects/{pid}/export/yolo").status_code == 409  # a classification project
     tasks = ok(alice.get(f"/api/projects/{pid}/tasks"))
     tid = next(t["id"] for t in tasks if t["assignee"] == "alice")
