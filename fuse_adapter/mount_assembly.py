@@ -309,12 +309,14 @@ def _when_quiet(view, loaders, stores, stopping: threading.Event) -> None:
     catalog): open the store of each mounted version's first file (``stores``; a version
     mount, once its listing is in), then freeze the daemon's long-lived objects.
 
-    Opening an S3 store builds a boto3 client (imports and service models: 410-470 ms of
-    CPU here); done here, the first read of a large file does not pay it. Started at once,
-    it ran beside the first ``ls`` after mounting and held the GIL through much of it (the
+    Opening an S3 store imports the SDK and builds its session and lean GET (with an endpoint
+    URL the SDK's client, and its service models, wait for a call that needs them: a
+    listing, a multipart upload; ``datahub.storage.s3._Parts``); done here, the first read of
+    a large file does not pay it. Started at once, it ran beside the first ``ls`` after
+    mounting and held the GIL through much of it (the
     first cold listing's daemon CPU and wall time both carried it); a reader that opens a
     file before the quiet second opens the store itself (``StoreRegistry`` is shared).
-    Then the long-lived objects, the client's ~95,000 among them, are frozen
+    Then the long-lived objects (a client's ~95,000 among them, where one was built) are frozen
     (:func:`daemon.freeze_long_lived`: a full collection first, 0.1-0.4 s with the GIL held,
     hence also after the quiet second), so full GC collections stop scanning them. A bucket
     mount (``stores`` None) built its client before serving and only freezes.

@@ -7,8 +7,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
+from bench.suite.timeline import cgroup_usage_file
 from bench.suite.timeline_report import failure_digest, load, report, units
 
 REPO = Path(__file__).resolve().parent.parent
@@ -94,3 +98,77 @@ def test_a_failed_runs_digest_names_the_test_an_internal_error_ended(tmp_path: P
     assert (
         subprocess.run(missing, cwd=REPO, capture_output=True, text=True, timeout=60, check=True).stdout == ""
     )
+
+
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+
+
+@pytest.mark.skipif(
+    not (CPUACCT / "cgroup.procs").exists() or not os.access(CPUACCT, os.W_OK),
+    reason="needs a writable cgroup v1 cpuacct hierarchy (root)",
+)
+def test_a_run_in_a_cgroup_of_its_own_counts_a_detached_processs_cpu_as_tree(tmp_path: Path) -> None:
+    """A mount daemon started ``--background`` is re-parented away from pytest: the worker never
+    waits for it, so its CPU is not in a test's ``cpu``. Run in a cpuacct cgroup of its own,
+    each test line also has ``tree``, the cgroup's CPU over the test, which counts it; the
+    report shows the tree column. Outside such a cgroup the lines have no ``tree``."""
+    (tmp_path / "test_detached.py").write_text(
+        "import os, time\n"
+        "from pathlib import Path\n\n"
+        "def test_detached(tmp_path):\n"
+        "    out = Path(os.environ['DETACHED_OUT'])\n"
+        "    if os.fork() == 0:  # a double fork: the grandchild is nobody's child here\n"
+        "        if os.fork() == 0:\n"
+        "            t = time.process_time()\n"
+        "            while time.process_time() - t < 0.3:\n"
+        "                pass\n"
+        "            out.with_suffix('.tmp').write_text(str(time.process_time()))\n"
+        "            os.rename(out.with_suffix('.tmp'), out)\n"
+        "        os._exit(0)\n"
+        "    while not out.exists():\n"
+        "        time.sleep(0.05)\n"
+        "\n"
+        "def test_quiet():\n"
+        "    pass\n"
+    )
+    cgroup = CPUACCT / f"datahub-timeline-test-{os.getpid()}"
+    cgroup.mkdir()
+    timeline = tmp_path / "timeline.jsonl"
+    env = {**os.environ, "DATAHUB_SUITE_TIMELINE": str(timeline), "PYTHONPATH": str(REPO),
+           "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "DETACHED_OUT": str(tmp_path / "spent")}  # fmt: skip
+
+    def into_cgroup() -> None:
+        (cgroup / "cgroup.procs").write_text(str(os.getpid()))
+
+    try:
+        res = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "bench.suite.timeline", "test_detached.py"],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, preexec_fn=into_cgroup,
+        )  # fmt: skip
+        assert res.returncode == 0, res.stdout + res.stderr
+    finally:
+        for _ in range(100):  # the grandchild may still be exiting
+            try:
+                cgroup.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+    spent = float((tmp_path / "spent").read_text())  # the detached process's own CPU seconds
+    detached, quiet = [e for e in load(timeline) if e["ev"] == "test"]
+    assert detached["tree"] >= spent >= 0.3
+    assert detached["cpu"] < spent  # never waited for: not in the worker's own figure
+    assert 0 <= quiet["tree"] < spent
+    assert "tree CPU-s" in report(load(timeline), 5)
+    if cgroup_usage_file() is not None:  # this run is in a cgroup of its own: so is the next
+        return
+    # the same file outside a cgroup of its own: no tree field, no tree column
+    plain = tmp_path / "plain.jsonl"
+    (tmp_path / "spent").unlink()
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "bench.suite.timeline", "test_detached.py::test_quiet"],
+        cwd=tmp_path, env={**env, "DATAHUB_SUITE_TIMELINE": str(plain)}, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [e for e in load(plain) if e["ev"] == "test" and "tree" in e] == []
+    assert "tree CPU-s" not in report(load(plain), 5)

@@ -12,7 +12,12 @@ gives none of that. Load it on a whole run without changing the run::
 Each process (controller, workers) appends JSON lines to the file: ``{"w": worker, "ev":
 "start"|"collected"|"begin"|"test"|"internal"|"end", "t": wall time, ...}``; a ``begin`` line
 names a test as it starts, a ``test`` line has the node id, its start and end (setup to
-teardown), and its CPU seconds (the worker's user+system, children waited for included); an
+teardown), and its CPU seconds (the worker's user+system, children waited for included); when
+the process runs in a cpuacct cgroup of its own (cgroup v1: ``/proc/self/cgroup`` names one
+other than ``/``), also ``tree``: that cgroup's CPU seconds over the test, which counts what
+``cpu`` cannot: ``--background`` mount daemons (re-parented away from pytest), a session's moto
+or Ceph server (waited for only at the session's end) and every process a test left running.
+It is the whole cgroup's, so it is a test's own only in a run of one process (``-n 0``); an
 ``internal`` line has the last lines of a pytest internal error in that process. After a
 failed run, ``timeline_report --failure`` prints the tests that began and never ended and the
 internal errors: what a crash's ``assert not crashitem`` does not say. Lines are written whole with one ``write`` on an ``O_APPEND`` file, so
@@ -31,6 +36,30 @@ import pytest
 ENV = "DATAHUB_SUITE_TIMELINE"
 
 
+def cgroup_usage_file() -> str | None:
+    """The cpuacct.usage of this process's cpuacct cgroup (v1), when that cgroup is not the root."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpuacct" in controllers.split(",") and path != "/":
+            for root in ("/sys/fs/cgroup/cpuacct", "/sys/fs/cgroup/cpu,cpuacct"):
+                usage = f"{root}{path}/cpuacct.usage"
+                if os.path.exists(usage):
+                    return usage
+    return None
+
+
+def _tree_cpu(usage: str | None) -> float | None:
+    if usage is None:
+        return None
+    with open(usage) as f:
+        return int(f.read()) / 1e9
+
+
 def _cpu() -> float:
     own = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -41,7 +70,8 @@ class Timeline:
     def __init__(self, path: str, worker: str) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.worker = worker
-        self.started: dict[str, tuple[float, float]] = {}
+        self.started: dict[str, tuple[float, float, float | None]] = {}
+        self.usage = cgroup_usage_file()
 
     def write(self, ev: str, **fields: object) -> None:
         line = json.dumps({"w": self.worker, "ev": ev, "t": round(time.time(), 3), **fields})
@@ -52,7 +82,7 @@ class Timeline:
 
     def pytest_runtest_logstart(self, nodeid: str) -> None:
         if self.worker != "controller":  # an xdist controller only relays its workers' reports
-            self.started[nodeid] = (time.time(), _cpu())
+            self.started[nodeid] = (time.time(), _cpu(), _tree_cpu(self.usage))
             self.write("begin", id=nodeid)  # a test that never ends (a hang, a crash) still shows
 
     def pytest_internalerror(self, excrepr: object) -> None:
@@ -63,8 +93,11 @@ class Timeline:
 
     def pytest_runtest_logfinish(self, nodeid: str) -> None:
         if nodeid in self.started:
-            t0, cpu0 = self.started.pop(nodeid)
-            self.write("test", id=nodeid, t0=round(t0, 3), cpu=round(_cpu() - cpu0, 2))
+            t0, cpu0, tree0 = self.started.pop(nodeid)
+            fields: dict[str, object] = {"id": nodeid, "t0": round(t0, 3), "cpu": round(_cpu() - cpu0, 2)}
+            if tree0 is not None:
+                fields["tree"] = round(_tree_cpu(self.usage) - tree0, 2)
+            self.write("test", **fields)
 
     def pytest_sessionfinish(self) -> None:
         self.write("end", cpu=round(_cpu(), 2))

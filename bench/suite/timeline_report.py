@@ -24,7 +24,8 @@ def load(path: Path) -> list[dict]:
 
 
 def units(events: list[dict]) -> dict[str, dict]:
-    """scope -> worker, first start, last end, summed test time and CPU, test count."""
+    """scope -> worker, first start, last end, summed test time and CPU (and the process tree's
+    CPU when the timeline has it), test count."""
     out: dict[str, dict] = {}
     for ev in events:
         if ev["ev"] != "test":
@@ -35,6 +36,8 @@ def units(events: list[dict]) -> dict[str, dict]:
         u["t0"], u["t1"] = min(u["t0"], ev["t0"]), max(u["t1"], ev["t"])
         u["sum"] += ev["t"] - ev["t0"]
         u["cpu"] += ev["cpu"]
+        if "tree" in ev:  # a run in a cpuacct cgroup of its own (bench/suite/timeline.py)
+            u["tree"] = u.get("tree", 0.0) + ev["tree"]
         u["n"] += 1
     return out
 
@@ -66,10 +69,13 @@ def report(events: list[dict], top: int) -> str:
     if end_ev:
         lines.append(f"controller: session {end_ev[0]['t'] - zero:.1f} s")
     us = units(events)
-    lines.append(f"\nunits by time (top {top} of {len(us)}): seconds, CPU-s, tests, worker, start–end")
+    tree = any("tree" in u for u in us.values())
+    head = "seconds, CPU-s, tree CPU-s," if tree else "seconds, CPU-s,"
+    lines.append(f"\nunits by time (top {top} of {len(us)}): {head} tests, worker, start–end")
     for scope, u in sorted(us.items(), key=lambda kv: -(kv[1]["t1"] - kv[1]["t0"]))[:top]:
+        tree_col = f" {u.get('tree', 0.0):7.1f}" if tree else ""
         lines.append(
-            f"{u['t1'] - u['t0']:7.1f} {u['cpu']:7.1f} {u['n']:4d} {u['w']} "
+            f"{u['t1'] - u['t0']:7.1f} {u['cpu']:7.1f}{tree_col} {u['n']:4d} {u['w']} "
             f"{u['t0'] - zero:6.1f}–{u['t1'] - zero:6.1f} {scope}"
         )
     for w in sorted(ends):

@@ -23,6 +23,7 @@ several S3-compatible servers reject the trailer framing.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -35,6 +36,7 @@ import botocore.loaders
 import botocore.session
 from botocore.config import Config as BotoConfig
 from botocore.httpsession import DEFAULT_CA_BUNDLE
+from botocore.utils import is_valid_endpoint_url, is_valid_ipv6_endpoint_url, validate_region_name
 
 from datahub.config import S3Config
 from datahub.errors import (
@@ -99,12 +101,36 @@ _NETWORK_ERRORS = (
 
 
 class _Parts:
-    """One process's boto3 session, client and lean GET pool (``S3Connection``)."""
+    """One process's boto3 session, client and lean GET pool (``S3Connection``).
 
-    def __init__(self, session: Any, client: Any) -> None:
-        self.session, self.client = session, client
+    The client is made by ``make_client`` on first use (``client``). Why: making the first
+    S3 client of a process parses the SDK's S3 model and endpoint rules, ~0.1 CPU-s, a
+    quarter of a mount daemon's start, and a process whose GETs and single PUTs all take the
+    lean path (a read-only mount, ``datahub cat``) never needs it."""
+
+    def __init__(self, session: Any, make_client: Callable[[], Any]) -> None:
+        self.session = session
+        self._make_client = make_client
+        self._client: Any = None
+        self._client_lock = threading.Lock()
         self.credentials: Any = None  # botocore's, looked up on first use
         self.getter: LeanGetter | None = None
+
+    @property
+    def client(self) -> Any:
+        """The boto3 client, made now if this is its first use (one per process, under a lock)."""
+        client = self._client
+        if client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = self._make_client()
+                client = self._client
+        return client
+
+    def close(self) -> None:
+        """Close the client's pools, if it was ever made."""
+        if self._client is not None:
+            self._client.close()
 
 
 class S3Connection:
@@ -128,6 +154,10 @@ class S3Connection:
         self._parts.get()  # a configuration error is the opener's, now
 
     def _open(self) -> _Parts:
+        """This process's session (and the lean GET), with every check of the configuration
+        the SDK's client would make; the client itself is made on first use (``_Parts``),
+        except without an endpoint URL, where the lean GET needs the endpoint the client's
+        rules resolve (AWS)."""
         config = self._config
         try:
             if config.access_key_id:
@@ -143,19 +173,22 @@ class S3Connection:
                     region_name=config.region,
                     botocore_session=_botocore_session(),
                 )
-            client = session.client(
-                "s3",
-                endpoint_url=config.endpoint_url,
-                config=BotoConfig(
-                    retries={"total_max_attempts": 1, "mode": "standard"},
-                    connect_timeout=config.connect_timeout,
-                    read_timeout=config.read_timeout,
-                    max_pool_connections=config.max_pool_connections,
-                    s3={"addressing_style": "path" if config.path_style else "auto"},
-                    request_checksum_calculation="when_required",
-                    response_checksum_validation="when_required",
-                ),
+            boto_config = BotoConfig(
+                retries={"total_max_attempts": 1, "mode": "standard"},
+                connect_timeout=config.connect_timeout,
+                read_timeout=config.read_timeout,
+                max_pool_connections=config.max_pool_connections,
+                s3={"addressing_style": "path" if config.path_style else "auto"},
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
             )
+            endpoint = config.endpoint_url
+            if endpoint:
+                # what the client checks when it is made, so a bad value is the opener's error
+                if not is_valid_endpoint_url(endpoint) and not is_valid_ipv6_endpoint_url(endpoint):
+                    raise ValueError(f"Invalid endpoint: {endpoint}")
+                if session.region_name is not None:
+                    validate_region_name(session.region_name)
         except bexc.ProfileNotFound as exc:
             raise InvalidInput(
                 f"S3 profile {config.profile!r} not found: set s3.profile to a profile in ~/.aws/config "
@@ -163,7 +196,16 @@ class S3Connection:
             ) from exc
         except (bexc.BotoCoreError, ValueError) as exc:
             raise InvalidInput(f"invalid S3 configuration (endpoint {config.endpoint_url!r}): {exc}") from exc
-        parts = _Parts(session, client)
+
+        def make_client() -> Any:
+            try:
+                return session.client("s3", endpoint_url=endpoint, config=boto_config)
+            except (bexc.BotoCoreError, ValueError) as exc:
+                raise InvalidInput(f"invalid S3 configuration (endpoint {endpoint!r}): {exc}") from exc
+
+        parts = _Parts(session, make_client)
+        if not endpoint:
+            parts.client  # noqa: B018 - made now: the lean GET's endpoint is the client's (below)
         if self._lean_get:
             parts.getter = self._lean_getter(config, parts)
         return parts
@@ -172,6 +214,12 @@ class S3Connection:
     def client(self) -> Any:
         """This process's boto3 client."""
         return self._parts.get().client
+
+    @property
+    def endpoint(self) -> str:
+        """The endpoint URL the client sends to: the configured one (what the SDK's client
+        reports for it), else the client's (no client is made for it when one is set)."""
+        return self._config.endpoint_url or self.client.meta.endpoint_url
 
     @property
     def _session(self) -> Any:
@@ -186,7 +234,10 @@ class S3Connection:
     def _lean_getter(self, config: S3Config, parts: _Parts) -> LeanGetter | None:
         """The signed urllib3 GET, unless boto has to do it: an HTTP proxy in the environment
         (the lean path does not speak to proxies) or an endpoint it cannot parse."""
-        endpoint = parts.client.meta.endpoint_url
+        # with an endpoint URL, the client's endpoint and region are the configured ones (the
+        # region "us-east-1" when none is set): the client need not exist for the lean GET
+        endpoint = config.endpoint_url or parts.client.meta.endpoint_url
+        region = parts.session.region_name if config.endpoint_url else parts.client.meta.region_name
         host = urlsplit(endpoint).hostname or ""
         proxies = urllib.request.getproxies()
         if urlsplit(endpoint).scheme in proxies and not urllib.request.proxy_bypass(host):
@@ -195,7 +246,7 @@ class S3Connection:
         try:
             return LeanGetter(
                 endpoint,
-                parts.client.meta.region_name or "us-east-1",
+                region or "us-east-1",
                 self.credentials,
                 path_style=config.path_style,
                 connect_timeout=config.connect_timeout,
@@ -235,7 +286,7 @@ class S3Connection:
             return
         if parts.getter is not None:
             parts.getter.close()
-        parts.client.close()
+        parts.close()
 
 
 class _Body(Protocol):
@@ -332,7 +383,7 @@ class S3Store(S3Writes, ObjectStore):
 
     def identity(self) -> str:
         """The endpoint besides the bucket's URL: two S3 services may each have a bucket of the name."""
-        return f"{self._client.meta.endpoint_url} {self.root_url}"
+        return f"{self._conn.endpoint} {self.root_url}"
 
     # --- the boundary: translate once, retry once ---------------------------------------------
     def _call(self, full_key: str | None, fn: Callable[[], T], expected_etag: str | None = None) -> T:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -188,6 +190,18 @@ def test_example_pods_see_repaired_mounts() -> None:
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate.utils", reason="kubernetes-validate (dev extra)"
 )
+#: kubernetes-validate reads and parses the version's whole ``_definitions.json`` (and the
+#: kind's schema) at every ``validate`` call: 1.6 CPU-s for this directory's manifests against
+#: 0.2 with each file parsed once (docs/benchmarks.md, suite31). The bundled files do not
+#: change during a run; ``validate_strict`` reads them through this cache, emptied after each
+#: module that uses it (``schemas_parsed_once``: ~25 MB of parsed schemas).
+_schema_contents = functools.lru_cache(maxsize=None)(kubernetes_validate.schema_contents)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def schemas_parsed_once() -> Iterator[None]:
+    yield
+    _schema_contents.cache_clear()
 
 
 def schema_versions() -> list[str]:
@@ -200,6 +214,12 @@ def schema_versions() -> list[str]:
 
 
 def validate_strict(docs: list[dict], where: str) -> None:
+    with pytest.MonkeyPatch.context() as patch:  # the library's own validate, its files read once
+        patch.setattr(kubernetes_validate, "schema_contents", _schema_contents)
+        _validate_strict(docs, where)
+
+
+def _validate_strict(docs: list[dict], where: str) -> None:
     for version in schema_versions():
         for doc in docs:
             if doc["kind"] == "Kustomization":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,13 @@ from datahub.cli.main import build_parser
 
 SERVER = Path(__file__).resolve().parents[2] / "csi" / "deploy" / "server"
 test_deploy = pytest.importorskip("tests.csi.test_deploy", reason="kubernetes-validate (dev extra)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def schemas_parsed_once() -> Iterator[None]:
+    """``test_deploy.validate_strict``'s parsed schemas let go after this module, as after its own."""
+    yield
+    test_deploy._schema_contents.cache_clear()
 
 
 def load_all() -> dict[str, list[dict]]:

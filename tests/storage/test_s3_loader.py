@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from datahub.storage.s3 import S3Connection
+import pytest
+
+from datahub.errors import InvalidInput
+from datahub.storage.s3 import S3Connection, S3Store
 from tests.storage.conftest import make_config
 
 
@@ -27,3 +30,39 @@ def test_connections_share_parsed_models_and_keep_their_own_credentials(tmp_path
     assert len(set(paths)) == len(paths)
     assert first.credentials().get_frozen_credentials().access_key == "key-a"
     assert second.credentials().get_frozen_credentials().access_key == "key-b"
+
+
+def test_reads_and_small_writes_make_no_sdk_client_until_a_call_needs_one(
+    tmp_path: Path, moto_endpoint, monkeypatch
+) -> None:
+    """The first S3 client of a process parses the SDK's S3 model (~0.1 CPU-s): a store with an
+    endpoint URL makes it on the first call the lean path cannot take (here a listing), once,
+    so a read-only mount daemon never pays it. Fails on the base: the client was made at open."""
+    import boto3
+
+    bucket = moto_endpoint.new_bucket("lazy")
+    made: list[str] = []
+    real = boto3.session.Session.client
+    monkeypatch.setattr(
+        boto3.session.Session, "client", lambda self, *a, **k: made.append(a[0]) or real(self, *a, **k)
+    )
+    store = S3Store(bucket, "p", make_config(tmp_path, moto_endpoint).s3)
+    try:
+        info = store.put("a/b.bin", b"x" * 1000)
+        assert store.read("a/b.bin", etag=info.etag) == b"x" * 1000
+        assert store.read("a/b.bin", 10, 20) == b"x" * 10
+        assert store.identity() == f"{moto_endpoint.url} s3://{bucket}/p"
+        assert made == []
+        assert [o.key for o in store.list("a/")] == ["a/b.bin"]
+        assert [o.key for o in store.list("")] == ["a/b.bin"]
+        assert made == ["s3"]
+    finally:
+        store.close()
+
+
+def test_a_bad_endpoint_or_region_is_still_the_openers_error(tmp_path: Path) -> None:
+    for field, value in (("endpoint_url", "127.0.0.1:9000"), ("region", "not a region")):
+        config = _config(tmp_path, "k")
+        setattr(config, field, value)
+        with pytest.raises(InvalidInput, match="invalid S3 configuration"):
+            S3Connection(config)
