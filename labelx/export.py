@@ -23,6 +23,7 @@ from pathlib import PurePosixPath
 from tempfile import SpooledTemporaryFile
 from typing import Any
 
+from datahub.catalog.descriptions import copyable
 from datahub.catalog.model import Patch, Put, Record
 from datahub.errors import (
     AlreadyExists,
@@ -308,7 +309,9 @@ def _commit_new_dataset(
         )
     catalog, schema = service.catalog, service.schema(project)
     src = catalog.get_dataset(project.dataset)
-    description = f"{src.description} (labels from LabelX project {project.name})".strip()
+    # the copy names no other dataset: its readers may not read the one an old pack target's
+    # description named (datahub.catalog.descriptions)
+    description = f"{copyable(src.description)} (labels from LabelX project {project.name})".strip()
     commit_id = f"labelx-{service.store.instance}-{project.id}-to-{name}"
     made = _new_dataset(service, user, project, name, description)
     if made is not None:  # a crash after the catalog's commit, before the bookkeeping below

@@ -22,13 +22,11 @@ from dataclasses import replace
 from typing import Any
 
 from datahub.api.access import Principal, can
+from datahub.catalog.descriptions import PACKED_FROM
 from datahub.catalog.model import Dataset, Version
 from datahub.errors import DatasetNotFound
 
 HIDDEN = "(hidden dataset)"
-#: the description ``datahub pack`` gave the targets it created before it stopped naming the
-#: source there (``datahub.pack.job.TARGET_DESCRIPTION`` now)
-_PACKED_FROM = re.compile(r"packed from ([^@\s]+)@v[0-9]+")
 
 
 def _source(lineage: Mapping[str, Any]) -> tuple[str, tuple[str, ...]] | None:
@@ -73,11 +71,16 @@ class LineageView:
 
     def dataset(self, d: Dataset) -> Dataset:
         """``d`` as this caller may see it: a pack target's description written by ``datahub
-        pack`` before (``packed from name@vN``) names the source, shown as a lineage's is."""
-        found = _PACKED_FROM.fullmatch(d.description)
-        if found is None or self._may_read(found[1]):
-            return d
-        return replace(d, description=f"packed from {HIDDEN}")
+        pack`` before (``packed from name@vN``) names the source, shown as a lineage's is,
+        wherever it stands in the text: a copy of it made before copies left it out (a LabelX
+        commit into a new dataset added `` (labels from LabelX project P)``) named the source
+        to that dataset's readers (``datahub.catalog.descriptions``)."""
+
+        def shown(found: re.Match[str]) -> str:
+            return found[0] if self._may_read(found[1]) else f"packed from {HIDDEN}"
+
+        description = PACKED_FROM.sub(shown, d.description)
+        return d if description == d.description else replace(d, description=description)
 
     def version(self, v: Version) -> Version:
         """``v`` as this caller may see it (the same object when nothing is hidden)."""

@@ -14,6 +14,7 @@ from inspect import GEN_CREATED, getgeneratorstate
 from typing import Any
 
 from datahub.catalog.batch_checks import plain_puts
+from datahub.catalog.descriptions import copyable
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import (
     ROLES,
@@ -352,7 +353,9 @@ class Catalog:
         # pod (``readers_of``); an owner's target copies nothing (see ``derive``)
         acl = None if owner else readers_of(src)
         try:
-            self.create_dataset(target, src.description, src.source, owner, acl)
+            # the copied description names no other dataset (an old pack target's did): the
+            # target's readers need not read it (datahub.catalog.descriptions)
+            self.create_dataset(target, copyable(src.description), src.source, owner, acl)
         except AlreadyExists:
             return self.store.get_dataset(target)
         return None
