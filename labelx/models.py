@@ -271,6 +271,15 @@ class Stats(BaseModel):
         description="accepted labels the next commit writes over a version's label that is not a value "
         "of the schema (dataset_label_fits false)"
     )
+    to_commit: int = Field(
+        0,
+        description="accepted labels a commit onto the project's dataset would write (changed, not yet committed)",
+    )
+    nothing_to_commit: str | None = Field(
+        None,
+        description="when to_commit is 0: why a commit onto the project's dataset finds nothing, and what "
+        "to do (the message the commit's 409 gives)",
+    )
 
 
 class Committed(BaseModel):

@@ -119,7 +119,14 @@ def take_task(lx: LX, who: Who, project_id: RowId) -> TaskTaken:
 
 @router.get("/projects/{project_id}/stats")
 def stats(lx: LX, who: Who, project_id: RowId) -> Stats:
-    return lx.service.stats(who.user, project_id)
+    """The dashboard's figures, and why a commit would find nothing: the page disables its
+    "Commit accepted labels" button with that reason, as the commit's 409 gives it (newuser33)."""
+    out = lx.service.stats(who.user, project_id)
+    if not out["to_commit"]:
+        out["nothing_to_commit"] = export.nothing_to_commit(
+            lx.service, lx.service.store.get_project(project_id)
+        )
+    return out
 
 
 @router.get("/projects/{project_id}/review")

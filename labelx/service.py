@@ -389,6 +389,7 @@ class LabelService:
             },
             "exports": self.store.list_exports(project_id),
             "replaces_unfit": self.store.count_changed(project_id, unfit_only=True),
+            "to_commit": self.store.count_changed(project_id),
         }
 
 

@@ -56,6 +56,8 @@ async function refresh() {
   unfit.textContent = `The next commit replaces ${counted(s.replaces_unfit, "label")} of ${P.dataset}@v${P.version} ` +
     `that ${one ? "is" : "are"} not one of this project's classes with the accepted class (the annotation page ` +
     `and the review showed ${one ? "it" : "them"}); skipped items keep theirs.`;
+  STATS = s;
+  commitState();
   const tasks = await api("GET", `/api/projects/${P.id}/tasks`);
   const table = el("table.table", {}, el("tr", {}, el("th", {}, "task"), el("th", {}, "assignee"), el("th", {}, "progress"), el("th", {}, "state")));
   for (const t of tasks) {
@@ -102,6 +104,22 @@ function assigneeCell(t) {
   return sel;
 }
 
+let STATS = null;
+/** The commit button is enabled only when a commit would write something, and says why not
+ * beside it (the server's reason, as the commit's 409 gives it): it stayed enabled with nothing
+ * left to commit, and a click only then told the user (newuser33). Into a new dataset, any
+ * accepted item is enough (the new dataset holds the project's records with them). */
+function commitState() {
+  if (!STATS) return;
+  const form = document.getElementById("commit-form");
+  const into = (form.elements.to_dataset.value || "").trim();
+  const why = into
+    ? (STATS.counts.accepted ? "" : `Nothing to commit into a new dataset ${into}: no item of project ${P.name} is accepted yet; accept at least one in the review queue.`)
+    : (STATS.to_commit ? "" : `Nothing to commit: ${STATS.nothing_to_commit || "no accepted label left to commit"}.`);
+  document.getElementById("commit-btn").disabled = !!why;
+  document.getElementById("commit-why").textContent = why;
+}
+
 async function commit(ev) {
   ev.preventDefault();
   const f = new FormData(ev.target), msg = document.getElementById("commit-msg");
@@ -143,6 +161,7 @@ document.addEventListener("DOMContentLoaded", () => {
   if (BOOT.user.role === "admin") {
     document.getElementById("admin-card").hidden = false;
     document.getElementById("commit-form").addEventListener("submit", commit);
+    document.getElementById("commit-form").elements.to_dataset.addEventListener("input", commitState);
     document.getElementById("sugg-form").addEventListener("submit", importPredictions);
     const det = P.schema.kind === "detection";
     for (const [id, fmt, ok] of [["dl-coco", "coco", det], ["dl-yolo", "yolo", det], ["dl-csv", "csv", !det]]) {

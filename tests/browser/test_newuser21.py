@@ -118,6 +118,9 @@ def test_review_enter_commit_over_and_a_new_sign_in_on_labelx_pages(
         # the session ends (12 h): the page's next request signs in again and comes back here
         password = (env.config.home_path / "labelx-admin-password").read_text().strip()
         c.driver.delete_cookie("labelx_session")
+        # a commit into a new dataset: onto pets nothing is left, and the button says so,
+        # disabled (newuser33); any request of the page's does
+        c.find("#commit-form [name=to_dataset]").send_keys("pets-again")
         c.find("#commit-btn").click()
         c.wait_for_url(lambda url: "/labelx/login?" in url)
         assert c.driver.current_url.endswith(f"/labelx/login?next=%2Fprojects%2F{made['id']}")

@@ -53,7 +53,9 @@ def test_a_description_a_copy_wrote_before_is_shown_hidden_to_a_reader_of_it_onl
     catalog = env.catalog
     catalog.create_dataset("secretsrc", owner="bob", acl={"alice": "reader"})
     written = f"{OLD} (labels from LabelX project pets-cls)"
-    catalog.create_dataset("relabelled", description=written, owner="bob", acl={"eve": "reader", "alice": "reader"})
+    catalog.create_dataset(
+        "relabelled", description=written, owner="bob", acl={"eve": "reader", "alice": "reader"}
+    )
     d = catalog.get_dataset("relabelled")
     eve = LineageView(Principal("eve"), catalog.get_dataset).dataset(d)
     assert eve.description == "packed from (hidden dataset) (labels from LabelX project pets-cls)"
