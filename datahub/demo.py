@@ -40,6 +40,7 @@ from pathlib import Path
 
 from datahub.config import Config, load_config
 from datahub.console.context import create_home, shown
+from datahub.console.programs import python_hint, typed_path
 from datahub.errors import (
     Conflict,
     DatahubError,
@@ -397,15 +398,6 @@ STEPS: list[Step] = [
 ]
 
 
-def _shown(exe: Path) -> str:
-    """A program of the venv as a user in the demo's directory types it (.venv/bin/...)."""
-    try:
-        exe = exe.relative_to(Path.cwd())
-        return str(exe) if str(exe).startswith(".") else f"./{exe}"
-    except ValueError:
-        return str(exe)
-
-
 def _config_file(given: str | None) -> str | None:
     """The demo's ``--config FILE`` as an absolute path (the commands it prints may be run from
     another directory), or None."""
@@ -416,14 +408,9 @@ def cli_hint(config: Config, config_file: str | None = None) -> str:
     """The CLI as this demo's user types it, on this demo's state: its home, and the
     configuration file it was given (``--config``): without it, the printed commands read
     another catalog than the demo's when that file names one (newuser24)."""
-    exe = _shown(Path(sys.executable).with_name("datahub"))
+    exe = typed_path(Path(sys.executable).with_name("datahub"))
     where = f" --config {shlex.quote(_config_file(config_file) or '')}" if config_file else ""
     return f"{exe}{where} --home {shlex.quote(str(config.home_path))}"
-
-
-def python_hint() -> str:
-    """The venv's python, which imports datahub and torch (``python`` on PATH may not)."""
-    return _shown(Path(sys.executable).with_name("python"))
 
 
 def example_commands(config: Config, config_file: str | None = None) -> list[str]:

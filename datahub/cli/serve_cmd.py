@@ -6,9 +6,11 @@ import argparse
 import shlex
 import signal
 import socket
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from datahub.console.context import CliContext, as_typed
+from datahub.console.programs import python_hint
 
 if TYPE_CHECKING:
     from datahub.config import Config
@@ -111,7 +113,13 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         try:
             app, cache = build_app(ctx.config, ctx.catalog, ctx.stores, labelx=args.labelx)
             ctx.service("cache", lambda: cache)
-            pages_name_commands_as_typed(app, ctx.command)
+            config_file = getattr(args, "config", None)
+            pages_name_commands_as_typed(
+                app,
+                ctx.command,
+                home=str(ctx.config.home_path),
+                config_file=str(Path(config_file).resolve()) if config_file else None,
+            )
             server = ApiServer(app, ctx.config, sock=sock)
             # SIGHUP too: closing the terminal killed it with its cache never closed
             with stop_signals((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as wait:
@@ -151,12 +159,25 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     return code
 
 
-def pages_name_commands_as_typed(app: Any, command: str) -> None:
+def pages_name_commands_as_typed(
+    app: Any, command: str, *, home: str | None = None, config_file: str | None = None
+) -> None:
     """The commands the pages show (the browser's "Mount it" and empty list, LabelX's
     dashboard) written as this user runs datahub (``invoked_as``), as this command's own lines
     and errors are: ``.venv/bin/datahub --home var serve`` served pages that said ``datahub
-    mount …``, "command not found" where the venv is not on PATH (newuser32)."""
+    mount …``, "command not found" where the venv is not on PATH (newuser32).
+
+    The version page's PyTorch script likewise: run by the python that runs this server
+    (``python_hint``), on this server's ``home`` and ``config_file`` when given, as ``make
+    run``'s is. It said ``python train.py`` over ``load_config()``: no datahub to import where
+    the venv is not on PATH, and the reader's default home (./var where they stand), not the
+    catalog the page showed (newuser33)."""
     app.state.browser.cli = command
+    app.state.browser.python = python_hint()
+    if home is not None:
+        app.state.browser.home = home
+    if config_file is not None:
+        app.state.browser.config_file = config_file
     labelx = next((r.app for r in app.routes if getattr(r, "path", "") == "/labelx"), None)
     if labelx is not None:
         labelx.state.labelx.cli = command
