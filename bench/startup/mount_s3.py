@@ -30,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from bench.base_tree import extract  # noqa: E402
 from tests.fuse.conftest import make_env, sample_objects, upload_dataset  # noqa: E402
 from tests.servers import MotoServer  # noqa: E402
 
@@ -92,15 +93,7 @@ def main() -> int:
     try:
         trees = {"head": ROOT}
         if args.base:
-            base = work / "base"
-            base.mkdir()
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", args.base], capture_output=True, check=True
-            )
-            subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
-            for built in (ROOT / "datahub" / "catalog").glob("_put_rows*.so"):
-                shutil.copy(built, base / "datahub" / "catalog")  # built by make install, not in git
-            trees = {"base": base, "head": ROOT}
+            trees = {"base": extract(args.base, work / "base"), "head": ROOT}
         env = make_env(work / "env", server.endpoint)
         upload_dataset(env, "sample", sample_objects())
         point = env.mountpoint("m")

@@ -30,6 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run as a script: bench.base_tree
+
+from bench.base_tree import extract  # noqa: E402
+
 PY = sys.executable
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -249,13 +253,7 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="datahub-startup-"))
     trees = {"head": ROOT}
     if args.base:
-        base = work / "base"
-        base.mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(ROOT), "archive", args.base], capture_output=True, check=True
-        )
-        subprocess.run(["tar", "-x", "-C", str(base)], input=archive.stdout, check=True)
-        trees = {"base": base, "head": ROOT}
+        trees = {"base": extract(args.base, work / "base"), "head": ROOT}
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()  # fmt: skip
     load_start = Path("/proc/loadavg").read_text().split()[0]

@@ -9,12 +9,14 @@ that started the server, as ``make run``'s pages do.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import os
 import re
 import shlex
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -32,13 +34,13 @@ def _env() -> dict[str, str]:
     return env | {"PYTHONPATH": str(REPO), "PATH": SHELL_PATH}
 
 
-def test_the_pages_of_serve_name_commands_as_the_server_was_started(tmp_path: Path) -> None:
-    exe = REPO / ".venv" / "bin" / "datahub"
-    home = tmp_path / "my home"
-    typed = f"{shlex.quote(str(exe))} --home {shlex.quote(str(home))}"
+@contextlib.contextmanager
+def served(exe: Path, home: Path, cwd: Path) -> Iterator[str]:
+    """``EXE --home HOME serve --no-labelx`` run from ``cwd`` as a user types it, until its
+    first page answers: its URL, for the block; stopped after it."""
     port = free_port()
     argv = [str(exe), "--home", str(home), "serve", "--no-labelx", "--port", str(port)]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, cwd=cwd, env=_env(), stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120  # a hang guard, never a timing goal
@@ -46,10 +48,22 @@ def test_the_pages_of_serve_name_commands_as_the_server_was_started(tmp_path: Pa
             assert proc.poll() is None, proc.communicate()[1]
             assert time.monotonic() < deadline, "datahub serve did not answer"
             try:
-                page = httpx.get(url + "/", timeout=30)
+                httpx.get(url + "/", timeout=30)
                 break
             except httpx.TransportError:
                 time.sleep(0.2)
+        yield url
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+
+
+def test_the_pages_of_serve_name_commands_as_the_server_was_started(tmp_path: Path) -> None:
+    exe = REPO / ".venv" / "bin" / "datahub"
+    home = tmp_path / "my home"
+    typed = f"{shlex.quote(str(exe))} --home {shlex.quote(str(home))}"
+    with served(exe, home, tmp_path) as url:
+        page = httpx.get(url + "/", timeout=30)
         empty = re.search(r'id="no-datasets">.*?<code>(.*?)</code>', page.text, re.S)
         assert empty is not None, page.text
         shown = html.unescape(empty[1])
@@ -64,9 +78,6 @@ def test_the_pages_of_serve_name_commands_as_the_server_was_started(tmp_path: Pa
         assert made.returncode == 0 and "committed pets@v1" in made.stdout, made.stderr
         version = httpx.get(url + "/datasets/pets/versions/1", timeout=30).text
         assert f"&& {typed} mount --background /mnt/pets pets@v1 &&" in html.unescape(version), version
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=60)
 
 
 def test_labelx_in_serve_names_commands_as_the_server_was_started(tmp_path: Path) -> None:

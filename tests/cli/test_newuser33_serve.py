@@ -14,14 +14,12 @@ import io
 import re
 import shlex
 import subprocess
-import time
 from pathlib import Path
 
 import httpx
 from PIL import Image
 
-from tests.cli.test_newuser32_serve import REPO, _env
-from tests.servers import free_port
+from tests.cli.test_newuser32_serve import REPO, _env, served
 
 SCRIPT = r'<span class="snippet-label" id="snippet-3">PyTorch</span>\s*<pre[^>]*id="snippet-text-3"[^>]*>([^<]*)</pre>'
 
@@ -44,23 +42,8 @@ def test_the_pytorch_script_of_serve_runs_as_shown_on_its_home(tmp_path: Path) -
         cwd=tmp_path, env=_env(), capture_output=True, text=True,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
-    port = free_port()
-    argv = [str(exe), "--home", str(home), "serve", "--no-labelx", "--port", str(port)]
-    proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(), stderr=subprocess.PIPE, text=True)
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120  # a hang guard, never a timing goal
-        while True:
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "datahub serve did not answer"
-            try:
-                page = httpx.get(url + "/datasets/pets/versions/1", timeout=30).text
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=60)
+    with served(exe, home, tmp_path) as url:
+        page = httpx.get(url + "/datasets/pets/versions/1", timeout=30).text
     found = re.search(SCRIPT, page)
     assert found, page
     script = html.unescape(found[1])
