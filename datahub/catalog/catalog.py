@@ -385,7 +385,8 @@ def validated_changes(dataset: str, changes: Iterable[Change | PutLines]) -> Ite
     commit through ``Catalog.commit``). An empty change set is refused the same way: it would
     create a version identical to its parent. Changes are read ``CHECK_CHUNK`` at a time: a
     chunk of plain puts is checked by C-level passes over its columns
-    (``batch_checks.plain_puts``), any other chunk change by change, which names the bad one;
+    (``batch_checks.plain_puts``; in a chunk of puts and other changes, its puts when they all
+    pass), any other change one by one, which names the bad one;
     a ``PutLines`` chunk was checked line by line when it was built and passes as it is.
     """
     n = 0
@@ -395,8 +396,14 @@ def validated_changes(dataset: str, changes: Iterable[Change | PutLines]) -> Ite
             yield chunk
             continue
         if plain_puts(chunk) is None:
+            # A chunk of puts with deletes among them (a bucket snapshot's merge, a sync): its
+            # puts still go through the column passes when they all pass, and only the other
+            # changes one by one (a snapshot of 10^5 keys spent a sixth of its commit here)
+            puts = [c for c in chunk if type(c) is Put]
+            skip_puts = 0 < len(puts) < len(chunk) and plain_puts(puts) is not None
             for i, change in enumerate(chunk, n + 1):
-                _check_change(dataset, i, change)
+                if not (skip_puts and type(change) is Put):
+                    _check_change(dataset, i, change)
         n += len(chunk)
         yield from chunk
     if n == 0:
