@@ -28,7 +28,7 @@ import queue
 import threading
 from collections.abc import Callable, Iterable, Iterator
 
-from datahub.catalog.catalog import changes_between
+from datahub.catalog.catalog import listing_changes
 from datahub.catalog.model import Change, Dataset, Record, Version
 from datahub.errors import DatasetNotFound, InvalidInput, StaleBase
 from datahub.storage.base import ObjectInfo, ObjectRef
@@ -69,23 +69,23 @@ def foreign_snapshot(dataset: Dataset, url: str) -> str:
     return "; ".join(why)
 
 
-def _head_records(catalog, dataset: str, head: int) -> Iterator[Record]:
-    """The records of version ``head`` of the snapshot dataset in key order (0: none),
-    streamed: the store lists by keyset pages, so a head of 10^7 keys is never held whole
-    (issue 38: a set of its keys took GBs)."""
-    return catalog.list_records(dataset, head) if head else iter(())
+def _head_keys(catalog, dataset: str, head: int) -> Iterator[str]:
+    """The keys of version ``head`` of the snapshot dataset in key order (0: none), streamed:
+    the store lists by keyset pages, so a head of 10^7 keys is never held whole (issue 38: a
+    set of its keys took GBs), and reads the keys alone (the merge needs no more of them)."""
+    return catalog.list_keys(dataset, head) if head else iter(())
 
 
-def _exactly(records: Iterable[Record], head: Iterator[Record]) -> Iterator[Change]:
+def _exactly(records: Iterable[Record], head_keys: Iterator[str]) -> Iterator[Change]:
     """Changes making the next version exactly ``records``: puts of them all, and deletes of
-    the keys of ``head`` they lack. Puts alone would keep every key of the head: one deleted
+    the keys of the head they lack. Puts alone would keep every key of the head: one deleted
     from the bucket since, or one any token planted in the dataset.
 
     Both sides come in key order (a bucket lists in UTF-8 byte order, which is ``str`` order;
     the catalog's keys are TEXT in binary order, the same; the tree walks its files in it), so
-    this is a streaming merge holding one record of each side; a listing out of order is
+    this is a streaming merge holding one record and one key; a listing out of order is
     refused (the commit rolls back) rather than deleting keys it holds."""
-    return changes_between(head, records, put_unchanged=True)
+    return listing_changes(head_keys, records)
 
 
 class BucketLister:
@@ -256,7 +256,7 @@ class BucketLister:
                 try:
                     version = catalog.commit(
                         self._dataset,
-                        _exactly(records(), _head_records(catalog, self._dataset, head)),
+                        _exactly(records(), _head_keys(catalog, self._dataset, head)),
                         base=head,
                         message=f"snapshot of {self._url} taken by a mount",
                         author=getpass.getuser(),

@@ -400,6 +400,12 @@ class SQLiteCatalogStore(CatalogStore):
         self.get_version(dataset, seq)
         return self._list(dataset_id, seq, prefix, start_after, limit, where)
 
+    def list_keys(self, dataset: str, seq: int) -> Iterator[str]:
+        dataset_id = self._dataset_id(dataset)
+        self.get_version(dataset, seq)
+        pages = self._row_pages(dataset_id, seq, "", "", self.page_size, columns="key")
+        return (row[0] for rows in pages for row in rows)
+
     def _list(
         self,
         dataset_id: int,

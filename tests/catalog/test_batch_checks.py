@@ -163,3 +163,43 @@ def test_a_first_version_of_puts_stores_what_the_general_path_stores(tmp_path: P
     )
     fast.store.close()
     slow.store.close()
+
+
+def _mixed_on_a_head(tmp_path: Path, odd: Record | None) -> tuple[Catalog, list]:
+    """A head of 20 plain records, and a change set of puts with deletes among them (what a
+    bucket snapshot's merge commits), ``odd`` put as change 8 when given."""
+    catalog = Catalog(make_store("sqlite", tmp_path, batch_size=4))
+    catalog.create_dataset("d")
+    catalog.commit("d", [Put(_plain(i)) for i in range(20)])
+    changes: list = []
+    for i in range(20, 40):
+        changes.append(Put(_plain(i)))
+        if i % 5 == 0:
+            changes.append(Delete(_plain(i - 20).key))
+    if odd is not None:
+        changes[7] = Put(odd)
+    return catalog, changes
+
+
+def test_the_puts_among_deletes_are_checked_by_column(tmp_path: Path, monkeypatch) -> None:
+    """Only the deletes go one by one; the puts of the chunk by the column passes."""
+    import datahub.catalog.catalog as catalog_module
+
+    catalog, changes = _mixed_on_a_head(tmp_path, None)
+    checked: list = []
+    real = catalog_module._check_change
+    monkeypatch.setattr(catalog_module, "_check_change", lambda d, n, c: (checked.append(c), real(d, n, c)))
+    version = catalog.commit("d", changes)
+    assert checked == [c for c in changes if isinstance(c, Delete)]
+    assert (version.added, version.removed, version.record_count) == (20, 4, 36)
+    catalog.store.close()
+
+
+@pytest.mark.parametrize("odd", BAD, ids=range(len(BAD)))
+def test_a_bad_put_among_deletes_is_named_and_nothing_is_written(tmp_path: Path, odd: Record) -> None:
+    catalog, changes = _mixed_on_a_head(tmp_path, odd)
+    with pytest.raises(InvalidInput) as caught:
+        catalog.commit("d", changes)
+    assert isinstance(caught.value, InvalidKey) or "change 8 for dataset 'd'" in caught.value.message
+    assert catalog.store.head("d") == 1
+    catalog.store.close()

@@ -353,6 +353,22 @@ def test_listing_pages_through_many_records(catalog: Catalog) -> None:
     assert seen == sorted(k for k in names[1::2] if k.startswith("p1/"))
 
 
+def test_list_keys_are_the_keys_list_records_gives(catalog: Catalog) -> None:
+    """``list_keys`` (a bucket snapshot's merge reads the head's keys alone) lists exactly the
+    keys of ``list_records``, in key order, over pages, in every version."""
+    catalog.create_dataset("big")
+    names = [f"p{i % 3}/{i:06d}" for i in range(300)]
+    catalog.commit("big", (Put(rec(k)) for k in names))
+    catalog.commit("big", (Delete(k) for k in names[::2]))
+    for ref in (1, 2, None):
+        assert list(catalog.list_keys("big", ref)) == keys(catalog.list_records("big", ref))
+    assert list(catalog.list_keys("big", 2)) == sorted(names[1::2])
+    with pytest.raises(VersionNotFound):
+        catalog.list_keys("big", 3)
+    with pytest.raises(DatasetNotFound):
+        catalog.list_keys("nope")
+
+
 def test_listing_filter(cat: Catalog) -> None:
     assert keys(cat.list_records("ds", 2, where="labels.class=cat")) == ["c/2"]  # b lost its label in v2
     assert keys(cat.list_records("ds", 1, where="labels.class=cat")) == ["b", "c/2"]
