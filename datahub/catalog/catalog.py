@@ -357,7 +357,7 @@ class Catalog:
         src = self.get_dataset(dataset)
         # no owner (a CLI derive on the deployment's catalog): the source's readers, not every
         # pod (``readers_of``); an owner's target copies nothing (see ``derive``)
-        acl = None if owner else readers_of(src)
+        acl = None if owner else readers_of(src, target)
         try:
             # the copied description names no other dataset (an old pack target's did): the
             # target's readers need not read it (datahub.catalog.descriptions)

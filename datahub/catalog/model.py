@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from datahub.catalog.snapshots import is_bucket_snapshot
+from datahub.errors import AccessDenied
 from datahub.storage.base import ObjectRef
 
 ROLES = ("reader", "writer", "admin")  # each role includes the ones before it
@@ -52,7 +54,7 @@ class Dataset:
     sources: tuple[str, ...] = ()
 
 
-def readers_of(dataset: Dataset) -> dict[str, str]:
+def readers_of(dataset: Dataset, target: str) -> dict[str, str]:
     """An access list giving every principal of ``dataset``'s access list, and its owner, the
     reader role: what a dataset made from it with no owner of its own starts with.
 
@@ -60,7 +62,22 @@ def readers_of(dataset: Dataset) -> dict[str, str]:
     (docs/csi.md), so a copy of a restricted dataset made so (``datahub pack``, a CLI derive on
     the deployment's catalog) let any pod read what only the source's readers may (review32).
     Readers only: nobody gets to change or write the copy through it. An open source (neither)
-    gives an open copy."""
+    gives an open copy.
+
+    A bucket snapshot made so (``snapshots.is_bucket_snapshot``) is the exception: it is open
+    to no pod, and no access list says "nobody", so its copy with no owner would be open to
+    every pod, the bucket's objects read with the plugin's credentials (caller33). That copy
+    is refused (AccessDenied, nothing made): its target is made first with the access list
+    wanted, or the copy is given an owner (the API's derive)."""
+    if not dataset.owner and not dataset.acl and is_bucket_snapshot(dataset.name, dataset.source):
+        raise AccessDenied(
+            f"dataset {dataset.name!r} is a snapshot of bucket {dataset.source}, which no pod may mount; "
+            f"a copy of it made with no owner ({target!r}) would have no access list, which every pod "
+            f"may mount, so nothing was made: create {target!r} first with the readers it is for "
+            f"(datahub dataset create {target} --acl PRINCIPAL=reader), then run this again",
+            dataset=dataset.name,
+            target=target,
+        )
     readers = dict.fromkeys(dataset.acl, "reader")
     if dataset.owner:
         readers[dataset.owner] = "reader"

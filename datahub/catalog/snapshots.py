@@ -77,3 +77,12 @@ def names_snapshot_of(name: str, source: str) -> bool:
         return snapshot_dataset_name(source) == name
     except InvalidInput:
         return False
+
+
+def is_bucket_snapshot(name: str, source: str) -> bool:
+    """Whether a dataset named ``name`` with ``source`` is a bucket snapshot as the CSI plugin
+    tells one (``csi/access.py`` ``bucket_snapshot``, the same rule): named after its source
+    URL's scheme. Such a dataset with no owner and no access list is open to no pod, where
+    any other so made is open to every pod (docs/csi.md)."""
+    scheme, _, rest = source.partition("://")
+    return bool(rest) and name.startswith(f"{scheme}.")

@@ -290,22 +290,23 @@ def _ensure_target(catalog: Catalog, target: str, source: str) -> None:
     try:
         catalog.get_dataset(target)
     except DatasetNotFound:
+        # outside the try below: a refused copy (a bucket snapshot's, ``readers_of``) is its
+        # own answer, not a target "created meanwhile" that is then not found
+        acl = _source_readers(catalog, source, target)
         try:
-            catalog.create_dataset(
-                target, description=TARGET_DESCRIPTION, acl=_source_readers(catalog, source)
-            )
+            catalog.create_dataset(target, description=TARGET_DESCRIPTION, acl=acl)
         except Exception:  # created meanwhile (a concurrent start or finalize)
             catalog.get_dataset(target)
 
 
-def _source_readers(catalog: Catalog, source: str) -> dict[str, str]:
+def _source_readers(catalog: Catalog, source: str, target: str) -> dict[str, str]:
     """The access list a new target starts with: the source's owner and access-list
     principals as readers (``readers_of``). Why: created with none, the target was open to
     every pod (the CSI plugin's rule for a dataset with no owner and no access list,
     docs/csi.md) while the API hid it from every token but a global admin's: a pod with no
     role on a restricted source mounted its packed copy (review32). Writing the target
     (working its job) is granted apart."""
-    return readers_of(catalog.get_dataset(source))  # read by the caller already: it packs it
+    return readers_of(catalog.get_dataset(source), target)  # read by the caller already: it packs it
 
 
 def _commit(
