@@ -208,7 +208,8 @@ def finalize(
         "samples": samples,
         "skipped": len(skipped),
     }
-    version = _commit(catalog, meta["target"], records, source, lineage, job, author)
+    commit_id = pack_commit_id(job, meta)
+    version = _commit(catalog, meta["target"], records, source, lineage, job, author, commit_id=commit_id)
     copied = sum(r["copied"] for r in shards)
     return PackResult(job, version, len(shards), samples, copied, skipped)
 
@@ -224,6 +225,20 @@ def objects_dir(job: str, meta: Mapping[str, Any]) -> str:
     so the finalize and the API's record-URL rule still tell this job's objects from any other."""
     name = meta.get("objects")
     return name if isinstance(name, str) and _OBJECTS.fullmatch(name) else job
+
+
+def pack_commit_id(job: str, meta: Mapping[str, Any]) -> str:
+    """The commit id of ``job``'s version: its random objects name (``objects_dir``), or the job
+    id for a job created before there was one.
+
+    Why not the job id: the catalog answers a commit id it has seen before the base of the
+    commit that sends it (a retry is a replay), so a writer of the target, who knows all the
+    job id hashes but the source (the parameters are in the lineage), sent a commit on a stale
+    base with the id of a guess: ``commit_id_reused`` for the right source name and version,
+    ``stale_base`` for any other, nothing written (caller33). The random name is bound to the
+    job all the same, so concurrent finalizes still meet on one id."""
+    folder = objects_dir(job, meta)
+    return job if folder == job else f"pack-{folder}"
 
 
 def shard_object_name(folder: str, index: int, sha256_hex: str) -> str:
@@ -317,9 +332,24 @@ def _commit(
     lineage: dict[str, Any],
     job: str,
     author: str,
+    *,
+    commit_id: str | None = None,
 ) -> Version:
+    """Commit ``records`` as ``target``'s version of pack ``job``, under ``commit_id`` (default:
+    the job id), once: a version of this job at the head answers (one committed under the job
+    id before ``pack_commit_id``, finalized again: a commit would add an empty version)."""
     _ensure_target(catalog, target, source.partition("@")[0])  # source: "name@vN"
+    commit_id = commit_id or job
     wanted = {r.key for r in records}
+    head = catalog.store.head(target)
+    if head and commit_id != job:
+        found = catalog.store.get_version(target, head)
+        if (
+            isinstance(found.lineage, dict)
+            and found.lineage.get("kind") == "pack"
+            and found.lineage.get("job") == job
+        ):
+            return found
     for _ in range(3):  # a concurrent finalize of the same job may win: then its commit id answers
         head = catalog.store.head(target)
         stale = [Delete(r.key) for r in catalog.list_records(target, head)] if head else []
@@ -332,7 +362,7 @@ def _commit(
                 message=f"pack {source}",
                 author=author,
                 lineage=lineage,
-                commit_id=job,
+                commit_id=commit_id,
             )
         except StaleBase:
             continue
