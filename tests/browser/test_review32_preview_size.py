@@ -14,24 +14,13 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from datahub.config import load_config
 from datahub.errors import ObjectChanged
-from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectRef
 from datahub.web.images import ImageSource
+from tests.browser import test_preview_bounds15 as bounds15
 
-
-def _jpeg(colour: str) -> bytes:
-    out = io.BytesIO()
-    Image.new("RGB", (64, 48), colour).save(out, "JPEG")
-    return out.getvalue()
-
-
-@pytest.fixture
-def stores(tmp_path: Path):
-    registry = StoreRegistry(load_config(env={}, overrides={"home": str(tmp_path / "var")}))
-    yield registry
-    registry.close()
+_jpeg = bounds15._jpeg
+stores = bounds15.stores  # the fixture, shared
 
 
 @pytest.mark.parametrize("kind", ["thumb", "preview"])
