@@ -59,8 +59,11 @@ def page_files(env: FuseEnv) -> list[Path]:
 def page_file_of(env: FuseEnv, data: bytes) -> Path:
     """The disk tier's file holding ``data`` (format 3: the file is the object's bytes)."""
     for path in page_files(env):
-        if path.stat().st_size == len(data) and path.read_bytes() == data:
-            return path
+        try:
+            if path.stat().st_size == len(data) and path.read_bytes() == data:
+                return path
+        except FileNotFoundError:
+            continue  # removed since the listing (a damaged file the daemon rejected, an eviction)
     raise AssertionError("no page file holds these bytes")
 
 
