@@ -6,6 +6,7 @@ need to watch or hold origin reads wrap the real store in ``GatedStore``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import threading
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from datahub.cache import TieredCache, assemble_cache, open_cache
-from datahub.config import Config
+from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectInfo, ObjectRef, ObjectStore
 
@@ -69,6 +70,22 @@ def put_objects(
         store.put(key, data)
         out.append((store.ref(key), data))
     return out
+
+
+@contextlib.contextmanager
+def local_origin_cache(
+    tmp_path: Path, sizes: list[int], seed: int, page_size: int = 64 * 1024
+) -> Iterator[tuple[Config, StoreRegistry, list]]:
+    """A RAM + disk cache of ``page_size`` pages (no read-ahead) over a local-directory origin
+    holding objects of ``sizes``: (config, stores, [(ref, bytes)]), the stores closed after."""
+    config = load_config(env={}, overrides={"home": str(tmp_path / "var")})
+    config = with_cache(
+        config, page_size=page_size, ram_bytes=8 << 20, disk_bytes=64 << 20, readahead_bytes=0
+    )
+    with StoreRegistry(config) as stores:
+        root = tmp_path / "origin"
+        root.mkdir()
+        yield config, stores, put_objects(stores.store(root.as_uri()), sizes, seed=seed)
 
 
 def dataset_fs(

@@ -16,22 +16,18 @@ from hypothesis import strategies as st
 
 from datahub.cache import open_cache
 from datahub.cache.backing import ABSENT
-from datahub.config import Config, load_config
+from datahub.config import Config
 from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
-from tests.cache.conftest import put_objects, with_cache
+from tests.cache.conftest import local_origin_cache, put_objects
 
 PAGE = 64 * 1024
 
 
 @pytest.fixture
 def local(tmp_path: Path) -> Iterator[tuple[Config, StoreRegistry, list]]:
-    config = load_config(env={}, overrides={"home": str(tmp_path / "var")})
-    config = with_cache(config, page_size=PAGE, ram_bytes=8 << 20, disk_bytes=64 << 20, readahead_bytes=0)
-    with StoreRegistry(config) as stores:
-        root = tmp_path / "origin"
-        root.mkdir()
-        yield config, stores, put_objects(stores.store(root.as_uri()), [1, 5000, PAGE, PAGE + 1], seed=5)
+    with local_origin_cache(tmp_path, [1, 5000, PAGE, PAGE + 1], seed=5, page_size=PAGE) as got:
+        yield got
 
 
 def page_files(config: Config) -> list[Path]:

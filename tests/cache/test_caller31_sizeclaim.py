@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from datahub.cache import open_cache
-from datahub.config import Config, load_config
+from datahub.config import Config
 from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
-from tests.cache.conftest import put_objects, with_cache
+from tests.cache.conftest import local_origin_cache
 
 PAGE = 64 * 1024
 CLAIMS = (4000, 6000)  # shorter and longer than the object's 5000 bytes, both one page
@@ -30,12 +30,8 @@ CLAIMS = (4000, 6000)  # shorter and longer than the object's 5000 bytes, both o
 
 @pytest.fixture
 def local(tmp_path: Path) -> Iterator[tuple[Config, StoreRegistry, list]]:
-    config = load_config(env={}, overrides={"home": str(tmp_path / "var")})
-    config = with_cache(config, page_size=PAGE, ram_bytes=8 << 20, disk_bytes=64 << 20, readahead_bytes=0)
-    with StoreRegistry(config) as stores:
-        root = tmp_path / "origin"
-        root.mkdir()
-        yield config, stores, put_objects(stores.store(root.as_uri()), [5000], seed=31)
+    with local_origin_cache(tmp_path, [5000], seed=31, page_size=PAGE) as got:
+        yield got
 
 
 def page_files(config: Config) -> dict[Path, int]:
@@ -99,12 +95,8 @@ def test_a_page_file_replaced_by_another_objects_of_another_size_is_rejected(tmp
     and removed, and a read gives the object's bytes (CI stop 65 failed on this in
     tests/fuse/test_integrity15.py's ``replaced`` case: the size check came first and let the
     wrong file stay)."""
-    config = load_config(env={}, overrides={"home": str(tmp_path / "var")})
-    config = with_cache(config, page_size=PAGE, ram_bytes=8 << 20, disk_bytes=64 << 20, readahead_bytes=0)
-    with StoreRegistry(config) as stores:
-        root = tmp_path / "origin"
-        root.mkdir()
-        (ref, data), (other, _) = put_objects(stores.store(root.as_uri()), [5000, 7000], seed=65)
+    with local_origin_cache(tmp_path, [5000, 7000], seed=65, page_size=PAGE) as (config, stores, objects):
+        (ref, data), (other, _) = objects
         with open_cache(config, stores) as cache:
             assert cache.read(ref) == data and cache.read(other)
             fd = cache.passthrough.fd(ref)
