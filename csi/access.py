@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from datahub.catalog import ROLES, Catalog, Dataset
+from datahub.catalog import ROLES, Catalog, Dataset, is_bucket_snapshot
 from datahub.errors import AccessDenied
 from datahub.validation import SERVICE_ACCOUNT_PREFIX, check_principal
 
@@ -40,9 +40,9 @@ def pod_principal(context: Mapping[str, str]) -> str | None:
 def bucket_snapshot(dataset: Dataset) -> bool:
     """Whether ``dataset`` is the one a bucket mount records its listing in: named after its
     source URL, ``s3://b/p`` -> ``s3.b.p`` (``fuse_adapter.layout.snapshot_dataset_name``), and
-    made by the mount with no owner and no access list."""
-    scheme, _, rest = dataset.source.partition("://")
-    return bool(rest) and dataset.name.startswith(f"{scheme}.")
+    made by the mount with no owner and no access list (``datahub.catalog.is_bucket_snapshot``,
+    the rule a derive or pack of one keeps too)."""
+    return is_bucket_snapshot(dataset.name, dataset.source)
 
 
 def require(dataset: Dataset, principal: str | None, role: str) -> None:

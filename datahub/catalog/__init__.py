@@ -25,7 +25,7 @@ from datahub.catalog.model import (
     TokenInfo,
     Version,
 )
-from datahub.catalog.snapshots import snapshot_dataset_name, snapshot_name
+from datahub.catalog.snapshots import is_bucket_snapshot, snapshot_dataset_name, snapshot_name
 from datahub.catalog.store import CatalogStore
 from datahub.errors import InvalidInput
 
@@ -59,6 +59,7 @@ def open_catalog(url: str) -> Catalog:
 
 
 __all__ = [
+    "is_bucket_snapshot",
     "ROLES",
     "Catalog",
     "CatalogStore",

@@ -80,8 +80,8 @@ def names_snapshot_of(name: str, source: str) -> bool:
 
 
 def is_bucket_snapshot(name: str, source: str) -> bool:
-    """Whether a dataset named ``name`` with ``source`` is a bucket snapshot as the CSI plugin
-    tells one (``csi/access.py`` ``bucket_snapshot``, the same rule): named after its source
+    """Whether a dataset named ``name`` with ``source`` is a bucket snapshot (the CSI plugin's
+    ``csi/access.py`` ``bucket_snapshot`` asks this too): named after its source
     URL's scheme. Such a dataset with no owner and no access list is open to no pod, where
     any other so made is open to every pod (docs/csi.md)."""
     scheme, _, rest = source.partition("://")
