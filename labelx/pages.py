@@ -15,9 +15,10 @@ from urllib.parse import quote, unquote, urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from datahub.errors import DatahubError, Unauthenticated
+from datahub.errors import AccessDenied, DatahubError, Unauthenticated
 from datahub.web import Pages
 from datahub.web.cookies import secure_cookie
+from datahub.web.forms import FOREIGN_FORM, sent_from_elsewhere
 from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
 from labelx.deps import LX, RowId, Who, demo_password_path, get_labelx
 from labelx.service import project_json
@@ -134,6 +135,8 @@ def login(
     csrf: Annotated[str, Form()],
     next: Annotated[str, Form(max_length=4096)] = "/",
 ) -> Response:
+    if sent_from_elsewhere(request):  # a same-site page on another port plants the cookie (login CSRF)
+        return error_page(request, AccessDenied(FOREIGN_FORM))
     cookie = request.cookies.get(LOGIN_CSRF_COOKIE)
     if not cookie or not secrets.compare_digest(cookie, csrf):
         return _login_refused(request, "expired", name, next)

@@ -1,0 +1,43 @@
+"""caller34: LabelX's login form is refused when a page of another origin sent it.
+
+The double-submit pair (cookie and form field) is no proof when the sending page could write
+the cookie: a page of the same site on another port of the host can (cookies are scoped to the
+host, not the port), so it signed the person in to its own account (login CSRF; the Chromium
+run is tests/browser/test_caller34_login_csrf.py). The form must come from LabelX's origin.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+
+from tests.labelx.conftest import PASSWORD
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # starlette prefers httpx2 for its TestClient
+    from fastapi.testclient import TestClient
+
+
+def _post_login(app, origin: str | None):
+    client = TestClient(app, base_url="http://127.0.0.1:8000")
+    client.cookies.set("labelx_login_csrf", "planted")  # what a same-site page can write
+    headers = {"Origin": origin} if origin is not None else {}
+    form = {"name": "admin", "password": PASSWORD, "csrf": "planted"}
+    return client.post("/login", data=form, headers=headers, follow_redirects=False)
+
+
+@pytest.mark.parametrize("origin", ["http://127.0.0.1:9999", "http://localhost:8000", "null"])
+def test_a_login_form_sent_from_another_origin_signs_nobody_in(app, origin: str) -> None:
+    resp = _post_login(app, origin)
+    assert resp.status_code == 403, resp.headers
+    assert "labelx_session" not in resp.headers.get("set-cookie", "")
+    assert "another site" in resp.text and resp.headers["content-type"].startswith("text/html")
+
+
+@pytest.mark.parametrize("origin", ["http://127.0.0.1:8000", None])
+def test_a_login_form_of_this_origin_or_a_script_still_signs_in(app, origin: str | None) -> None:
+    resp = _post_login(app, origin)
+    assert resp.status_code == 303 and resp.headers["location"] == "/"
+    assert re.search(r"labelx_session=[^;]+;", resp.headers["set-cookie"])
