@@ -144,6 +144,11 @@ def login(
         session_id, _ = lx.auth.login(name, password)
     except Unauthenticated:
         return _login_refused(request, "wrong", name, next)
+    if held := request.cookies.get(SESSION_COOKIE):
+        # the session this browser held ends with its cookie: kept, it lived 12 h more in the
+        # store, though no browser showed it any more (another person signing in on a shared
+        # machine; a session cookie copied earlier went on working)
+        lx.auth.logout(held)
     resp = RedirectResponse(base_path(request) + _page_after_login(next), status_code=303)
     resp.set_cookie(
         SESSION_COOKIE,

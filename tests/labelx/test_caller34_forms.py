@@ -41,3 +41,27 @@ def test_a_login_form_of_this_origin_or_a_script_still_signs_in(app, origin: str
     resp = _post_login(app, origin)
     assert resp.status_code == 303 and resp.headers["location"] == "/"
     assert re.search(r"labelx_session=[^;]+;", resp.headers["set-cookie"])
+
+
+def _sign_in(client, name: str) -> str:
+    page = client.get("/login").text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', page)[1]
+    resp = client.post(
+        "/login", data={"name": name, "password": PASSWORD, "csrf": csrf}, follow_redirects=False
+    )
+    assert resp.status_code == 303, resp.text
+    return client.cookies["labelx_session"]
+
+
+def test_signing_in_again_ends_the_session_the_browser_held(app) -> None:
+    """Another person signing in on a shared browser (or the same one again): the session the
+    browser held before is over in the store too, not only replaced in the browser, so a copy
+    of its cookie opens nothing."""
+    client = TestClient(app, base_url="http://127.0.0.1:8000")
+    first = _sign_in(client, "admin")
+    second = _sign_in(client, "alice")
+    assert first != second
+    assert client.get("/api/me").json()["name"] == "alice"
+    copy = TestClient(app, base_url="http://127.0.0.1:8000")
+    copy.cookies.set("labelx_session", first)
+    assert copy.get("/api/me").status_code == 401
