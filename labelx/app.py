@@ -26,6 +26,7 @@ from datahub.config import Config
 from datahub.errors import DatahubError, InvalidInput, NotFound, Unauthenticated
 from datahub.web import security_headers
 from datahub.web.apidocs import add_api_docs
+from datahub.web.render import PAGE_CACHE
 from labelx import pages, routes
 from labelx.deps import LabelX, labelx_db_path
 from labelx.models import ERRORS, PATTERN_RULES
@@ -230,6 +231,12 @@ def create_labelx_app(
         response = await call_next(request)
         for name, value in security_headers().items():  # the same CSP as the dataset browser
             response.headers.setdefault(name, value)
+        if (
+            response.headers.get("content-type", "").startswith("text/html")
+            or 300 <= response.status_code < 400
+        ):
+            # a page holds its session's CSRF token and user: never kept (datahub.web.PAGE_CACHE)
+            response.headers.setdefault("Cache-Control", PAGE_CACHE["Cache-Control"])
         return response
 
     app.include_router(pages.router, include_in_schema=False)  # browser pages, not the API

@@ -65,3 +65,15 @@ def test_signing_in_again_ends_the_session_the_browser_held(app) -> None:
     copy = TestClient(app, base_url="http://127.0.0.1:8000")
     copy.cookies.set("labelx_session", first)
     assert copy.get("/api/me").status_code == 401
+
+
+def test_labelx_pages_are_never_kept_by_the_browser(app) -> None:
+    """A page holds its session's CSRF token and user name: ``no-store``, as the dataset
+    browser's (tests/browser/test_caller34_back_cache.py); the pictures keep their own."""
+    client = TestClient(app, base_url="http://127.0.0.1:8000")
+    assert client.get("/login").headers["cache-control"] == "no-store"
+    away = client.get("/", headers={"Accept": "text/html"}, follow_redirects=False)
+    assert away.status_code == 303 and away.headers["cache-control"] == "no-store"
+    _sign_in(client, "admin")
+    home = client.get("/", headers={"Accept": "text/html"})
+    assert home.status_code == 200 and home.headers["cache-control"] == "no-store"
