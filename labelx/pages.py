@@ -36,7 +36,7 @@ def base_path(request: Request) -> str:
     return request.scope.get("root_path", "").rstrip("/")
 
 
-def _cookie_path(request: Request) -> str:
+def cookie_path(request: Request) -> str:
     """Cookies stay with LabelX: mounted under /labelx, the parent app never receives them."""
     return base_path(request) or "/"
 
@@ -121,7 +121,7 @@ def login_page(request: Request, error: str = "", next: str = "/") -> HTMLRespon
         httponly=True,
         samesite="strict",
         secure=_secure(request),
-        path=_cookie_path(request),
+        path=cookie_path(request),
     )
     return resp
 
@@ -157,10 +157,10 @@ def login(
         httponly=True,
         samesite="strict",
         secure=_secure(request),
-        path=_cookie_path(request),
+        path=cookie_path(request),
     )
-    resp.delete_cookie(LOGIN_CSRF_COOKIE, path=_cookie_path(request))
-    resp.delete_cookie(LOGIN_NAME_COOKIE, path=_cookie_path(request))
+    resp.delete_cookie(LOGIN_CSRF_COOKIE, path=cookie_path(request))
+    resp.delete_cookie(LOGIN_NAME_COOKIE, path=cookie_path(request))
     return resp
 
 
@@ -177,7 +177,7 @@ def _login_refused(request: Request, error: str, name: str, next: str) -> Respon
             httponly=True,
             samesite="strict",
             secure=_secure(request),
-            path=_cookie_path(request),
+            path=cookie_path(request),
         )
     return resp
 
@@ -186,7 +186,7 @@ def _login_refused(request: Request, error: str, name: str, next: str) -> Respon
 def logout(request: Request, lx: LX, who: Who) -> Response:
     lx.auth.logout(request.cookies.get(SESSION_COOKIE, ""))
     resp = JSONResponse({"ok": True})
-    resp.delete_cookie(SESSION_COOKIE, path=_cookie_path(request))
+    resp.delete_cookie(SESSION_COOKIE, path=cookie_path(request))
     return resp
 
 

@@ -102,3 +102,35 @@ def test_a_same_site_page_cannot_sign_the_person_in_to_its_account(
     finally:
         labelx.state.labelx.store.close()
         cache.close()
+
+
+def test_a_same_site_page_cannot_swap_its_session_cookie_in(chrome: Chrome, env: Env) -> None:  # noqa: F811
+    """Without the form: the page writes its own LabelX session (the attacker signed in
+    elsewhere) as ``labelx_session`` with ``Path=/``. The browser sends it after LabelX's own
+    (``Path=/labelx``), and LabelX read the last one: alice, signed in, was working as mallory.
+    Two session cookies are now refused and both expired, and alice signs in again."""
+    env.config.api.local_mode = False
+    app, cache = build_app(env.config, env.catalog, env.stores, labelx=True)
+    labelx = next(r.app for r in app.routes if getattr(r, "path", "") == "/labelx")
+    add_users(labelx, alice="annotator", mallory="annotator")
+    try:
+        with serving(app) as base:
+            mallorys, _ = labelx.state.labelx.auth.login("mallory", PASSWORD)
+            chrome.visit(f"{base}/labelx/login", axe=False)
+            type_sign_in(chrome, "alice", PASSWORD)
+            assert who_is_signed_in(chrome, base) == "alice"
+            page = f"""<!doctype html><html lang="en"><title>cute cats</title><script>
+document.cookie = "labelx_session={mallorys}; path=/"; location.href = "{base}/labelx/";
+</script></html>"""
+            with attacker_site(page) as evil:
+                chrome.driver.get(evil)
+                chrome.until(lambda d: d.current_url.startswith(base) and "/login" in d.current_url)
+            chrome.driver.get(f"{base}/labelx/api/me")  # opened as a page: the login form, not mallory's
+            chrome.until(lambda d: "/login" in d.current_url)
+            assert "mallory" not in chrome.find("body").text
+            chrome.visit(f"{base}/labelx/login", axe=False)  # the planted cookie is gone: signs in again
+            type_sign_in(chrome, "alice", PASSWORD)
+            assert who_is_signed_in(chrome, base) == "alice"
+    finally:
+        labelx.state.labelx.store.close()
+        cache.close()

@@ -77,3 +77,21 @@ def test_labelx_pages_are_never_kept_by_the_browser(app) -> None:
     _sign_in(client, "admin")
     home = client.get("/", headers={"Accept": "text/html"})
     assert home.status_code == 200 and home.headers["cache-control"] == "no-store"
+
+
+def test_two_session_cookies_are_refused_and_expired(app) -> None:
+    """A second ``labelx_session`` (written by a page of another port of the host, sent after
+    LabelX's own) was read instead of the person's; now neither is, and both are expired at
+    every path they may have."""
+    client = TestClient(app, base_url="http://127.0.0.1:8000")
+    mine = _sign_in(client, "alice")
+    theirs = _sign_in(TestClient(app, base_url="http://127.0.0.1:8000"), "admin")
+    raw = {"Cookie": f"labelx_session={mine}; labelx_session={theirs}"}
+    plain = TestClient(app, base_url="http://127.0.0.1:8000")
+    answer = plain.get("/api/me", headers=raw)
+    assert answer.status_code == 401, answer.text
+    assert "two LabelX session cookies" in answer.json()["error"]["message"]
+    expired = [c for c in answer.headers.get_list("set-cookie") if c.startswith("labelx_session=")]
+    assert {re.search(r"Path=([^;]+)", c)[1] for c in expired} >= {"/", "/api", "/api/", "/api/me"}
+    assert all("Max-Age=0" in c for c in expired)
+    assert plain.get("/api/me", headers={"Cookie": f"labelx_session={mine}"}).json()["name"] == "alice"
