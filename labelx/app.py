@@ -26,7 +26,10 @@ from datahub.config import Config
 from datahub.errors import DatahubError, InvalidInput, NotFound, Unauthenticated
 from datahub.web import security_headers
 from datahub.web.apidocs import add_api_docs
+from datahub.web.cookies import cookie_paths, cookie_values
+from datahub.web.render import PAGE_CACHE
 from labelx import pages, routes
+from labelx.auth import SESSION_COOKIE
 from labelx.deps import LabelX, labelx_db_path
 from labelx.models import ERRORS, PATTERN_RULES
 
@@ -228,8 +231,22 @@ def create_labelx_app(
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Response:
         response = await call_next(request)
+        if len(set(cookie_values(request, SESSION_COOKIE))) > 1:
+            # a session cookie another page wrote beside LabelX's own (labelx.deps refused the
+            # request): expired at every path it may have, with LabelX's own; the person logs in again
+            own = pages.cookie_path(request)  # not LabelX's own, when this answer set a new one (a login)
+            setting = any(h.startswith(f"{SESSION_COOKIE}=") for h in response.headers.getlist("set-cookie"))
+            for path in cookie_paths(request.url.path):
+                if not (setting and path == own):
+                    response.delete_cookie(SESSION_COOKIE, path=path)
         for name, value in security_headers().items():  # the same CSP as the dataset browser
             response.headers.setdefault(name, value)
+        if (
+            response.headers.get("content-type", "").startswith("text/html")
+            or 300 <= response.status_code < 400
+        ):
+            # a page holds its session's CSRF token and user: never kept (datahub.web.PAGE_CACHE)
+            response.headers.setdefault("Cache-Control", PAGE_CACHE["Cache-Control"])
         return response
 
     app.include_router(pages.router, include_in_schema=False)  # browser pages, not the API

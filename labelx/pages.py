@@ -15,9 +15,10 @@ from urllib.parse import quote, unquote, urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from datahub.errors import DatahubError, Unauthenticated
+from datahub.errors import AccessDenied, DatahubError, Unauthenticated
 from datahub.web import Pages
 from datahub.web.cookies import secure_cookie
+from datahub.web.forms import FOREIGN_FORM, sent_from_elsewhere
 from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
 from labelx.deps import LX, RowId, Who, demo_password_path, get_labelx
 from labelx.service import project_json
@@ -35,7 +36,7 @@ def base_path(request: Request) -> str:
     return request.scope.get("root_path", "").rstrip("/")
 
 
-def _cookie_path(request: Request) -> str:
+def cookie_path(request: Request) -> str:
     """Cookies stay with LabelX: mounted under /labelx, the parent app never receives them."""
     return base_path(request) or "/"
 
@@ -120,7 +121,7 @@ def login_page(request: Request, error: str = "", next: str = "/") -> HTMLRespon
         httponly=True,
         samesite="strict",
         secure=_secure(request),
-        path=_cookie_path(request),
+        path=cookie_path(request),
     )
     return resp
 
@@ -134,6 +135,8 @@ def login(
     csrf: Annotated[str, Form()],
     next: Annotated[str, Form(max_length=4096)] = "/",
 ) -> Response:
+    if sent_from_elsewhere(request):  # a same-site page on another port plants the cookie (login CSRF)
+        return error_page(request, AccessDenied(FOREIGN_FORM))
     cookie = request.cookies.get(LOGIN_CSRF_COOKIE)
     if not cookie or not secrets.compare_digest(cookie, csrf):
         return _login_refused(request, "expired", name, next)
@@ -141,6 +144,11 @@ def login(
         session_id, _ = lx.auth.login(name, password)
     except Unauthenticated:
         return _login_refused(request, "wrong", name, next)
+    if held := request.cookies.get(SESSION_COOKIE):
+        # the session this browser held ends with its cookie: kept, it lived 12 h more in the
+        # store, though no browser showed it any more (another person signing in on a shared
+        # machine; a session cookie copied earlier went on working)
+        lx.auth.logout(held)
     resp = RedirectResponse(base_path(request) + _page_after_login(next), status_code=303)
     resp.set_cookie(
         SESSION_COOKIE,
@@ -149,10 +157,10 @@ def login(
         httponly=True,
         samesite="strict",
         secure=_secure(request),
-        path=_cookie_path(request),
+        path=cookie_path(request),
     )
-    resp.delete_cookie(LOGIN_CSRF_COOKIE, path=_cookie_path(request))
-    resp.delete_cookie(LOGIN_NAME_COOKIE, path=_cookie_path(request))
+    resp.delete_cookie(LOGIN_CSRF_COOKIE, path=cookie_path(request))
+    resp.delete_cookie(LOGIN_NAME_COOKIE, path=cookie_path(request))
     return resp
 
 
@@ -169,7 +177,7 @@ def _login_refused(request: Request, error: str, name: str, next: str) -> Respon
             httponly=True,
             samesite="strict",
             secure=_secure(request),
-            path=_cookie_path(request),
+            path=cookie_path(request),
         )
     return resp
 
@@ -178,7 +186,7 @@ def _login_refused(request: Request, error: str, name: str, next: str) -> Respon
 def logout(request: Request, lx: LX, who: Who) -> Response:
     lx.auth.logout(request.cookies.get(SESSION_COOKIE, ""))
     resp = JSONResponse({"ok": True})
-    resp.delete_cookie(SESSION_COOKIE, path=_cookie_path(request))
+    resp.delete_cookie(SESSION_COOKIE, path=cookie_path(request))
     return resp
 
 

@@ -7,7 +7,13 @@ pages of the user's own browser, which reach 127.0.0.1 too: any site may send a 
 and a site whose DNS name is re-pointed at 127.0.0.1 (DNS rebinding) reads every answer as
 its own. A browser always names the site it talks to in ``Host`` and, on such requests, the
 page in ``Origin``; so in local mode both must name this machine (``localhost``, 127.0.0.0/8,
-::1; any port). Programs (the CLI, nodes, curl) send a loopback ``Host`` and no ``Origin``.
+::1; any port in ``Host``), and ``Origin`` must be the server's own origin (the one ``Host``
+names): a page served by another program of this machine on another port (a notebook server
+rendering a downloaded HTML file, ``python -m http.server``, a dev server) is a web page too,
+and was the global admin here (a ``text/plain`` POST from it committed; caller34). No page of
+another origin can use this API anyway: it answers no CORS preflight, so such a page can send
+only blind "simple" requests, which are the attack. Programs (the CLI, nodes, curl) send a
+loopback ``Host`` and no ``Origin``.
 With ``--auth`` the bearer token is the credential, which no other site can make a browser
 send, so nothing is checked here. ``/healthz`` answers everyone as before: it says only that the
 process serves, and a liveness probe may name any host.
@@ -67,6 +73,9 @@ def refusal(headers: dict[bytes, bytes]) -> str | None:
         text = origin.decode("latin-1")
         if urlsplit(text).scheme not in ("http", "https") or not is_loopback(_host_of(urlsplit(text).netloc)):
             return f"it was sent by a web page of {text[:200]!r}"
+        if host and urlsplit(text).netloc.lower() != host.lower():
+            # a page of another program of this machine (another port): see the module docstring
+            return f"it was sent by a web page of {text[:200]!r}, another origin than this server's"
     return None
 
 

@@ -16,7 +16,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from datahub.browser.pages import Browser, error_page, router
-from datahub.web import security_headers
+from datahub.web import page_headers
 from datahub.web.images import ImageSource
 
 STATIC = Path(__file__).parent / "static"
@@ -41,7 +41,7 @@ def mount_browser(app: FastAPI, *, cache: Any = None, stores: Any = None, labelx
             response = error_page(
                 request, 404, "not_found", f"no page at {request.url.path}: start from the datasets at /"
             )
-            response.headers.update(security_headers())
+            response.headers.update(page_headers())
             return response
         return await api_errors(request, exc)
 

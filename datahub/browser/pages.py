@@ -4,7 +4,7 @@ Every route reads through the same services, tokens and ACLs as the JSON API (``
 for the caller, ``datahub.api.access.require`` for the dataset), so a dataset the caller may
 not read is the same 404 here as there. Errors become an HTML page with the error's status
 and message (``PageRoute``); signing in is a redirect to ``/login``. Every response carries
-the shared security headers (``datahub.web.security_headers``).
+the shared security headers and ``no-store`` (``datahub.web.page_headers``).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from datahub.errors import (
     Unauthenticated,
 )
 from datahub.validation import check_key, check_name, check_prefix
-from datahub.web import Pages, security_headers
+from datahub.web import Pages, page_headers
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff")
 PAGE = 100  # entries per page everywhere
@@ -69,7 +69,7 @@ class PageRoute(APIRoute):
                 response = error_page(request, exc.http_status, exc.code, exc.message)
             except RequestValidationError as exc:
                 response = error_page(request, 400, "invalid_input", _invalid_parameter(exc))
-            for name, value in security_headers().items():
+            for name, value in page_headers().items():  # a picture keeps its own Cache-Control
                 response.headers.setdefault(name, value)
             return response
 

@@ -14,7 +14,6 @@ logout, which check a double-submit token and the Origin header.
 from __future__ import annotations
 
 import secrets
-from urllib.parse import urlsplit
 
 from fastapi import Request
 
@@ -23,6 +22,7 @@ from datahub.api.deps import Services
 from datahub.api.tokens import TOKEN_PREFIX, lookup_token
 from datahub.errors import AccessDenied, Unauthenticated
 from datahub.web.cookies import secure_cookie
+from datahub.web.forms import FOREIGN_FORM, sent_from_elsewhere
 
 SESSION_COOKIE = "datahub_session"
 LOGIN_CSRF_COOKIE = "datahub_login_csrf"
@@ -81,9 +81,8 @@ def new_login_csrf() -> str:
 def check_form(request: Request, sent: str) -> None:
     """A login or logout form must come from this site: the Origin header (sent by every
     browser on a POST) names this host, and the form echoes the cookie's double-submit token."""
-    origin = request.headers.get("origin")
-    if origin is not None and urlsplit(origin).netloc != request.headers.get("host", ""):
-        raise AccessDenied("this form was sent from another site; open the page again and retry")
+    if sent_from_elsewhere(request):
+        raise AccessDenied(FOREIGN_FORM)
     cookie = request.cookies.get(LOGIN_CSRF_COOKIE, "")
     if not cookie or not sent or not secrets.compare_digest(cookie, sent):
         raise AccessDenied("the form expired; open the page again and retry")

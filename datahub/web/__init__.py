@@ -6,6 +6,6 @@ Content-Security-Policy, the page's JSON boot block and the head are written onc
 for both come from ``datahub.web.images``.
 """
 
-from datahub.web.render import CSP, Pages, security_headers
+from datahub.web.render import CSP, Pages, page_headers, security_headers
 
-__all__ = ["CSP", "Pages", "security_headers"]
+__all__ = ["CSP", "Pages", "page_headers", "security_headers"]

@@ -25,3 +25,30 @@ def secure_cookie(request: Request, *, always: bool = False) -> bool:
         return True
     origin = request.headers.get("origin", "")
     return urlsplit(origin).scheme == "https" if origin else False
+
+
+def cookie_values(request: Request, name: str) -> list[str]:
+    """Every value the request's ``Cookie`` header gives ``name``, in the order sent.
+
+    Why not ``request.cookies``: it keeps the last one only. A page of the same site on
+    another port of the host may write cookies this app reads (a cookie's scope is the host,
+    not the port); one it wrote with the session cookie's name and a shorter ``Path`` is sent
+    after the app's own, so the app read the attacker's session instead of the person's
+    (caller34). Two different values are a cookie someone else wrote, never the app's own."""
+    values = []
+    for chunk in request.headers.get("cookie", "").split(";"):
+        key, sep, value = chunk.partition("=")
+        if sep and key.strip() == name:
+            values.append(value.strip())
+    return values
+
+
+def cookie_paths(path: str) -> list[str]:
+    """Every ``Path`` a cookie sent with a request for ``path`` may have been set with (RFC 6265
+    path-match): the way to expire one the app did not set, whose ``Path`` it cannot know."""
+    paths = ["/"]
+    parts = [p for p in path.split("/") if p]
+    for n in range(1, len(parts) + 1):
+        prefix = "/" + "/".join(parts[:n])
+        paths += [prefix, prefix + "/"]
+    return paths

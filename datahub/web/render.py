@@ -34,9 +34,21 @@ SECURITY_HEADERS = {
 }
 
 
+# A page (and its redirects and error pages) is never kept by the browser or a proxy: a history
+# navigation shows a kept page without asking the server, so the back button after "Sign out"
+# showed the signed-out person's datasets on a shared machine once the page had left the
+# back/forward cache (caller34). Pictures and charts say their own (immutable, private).
+PAGE_CACHE = {"Cache-Control": "no-store"}
+
+
 def security_headers() -> dict[str, str]:
     """The headers every HTML response of both UIs carries (a copy: callers may add to it)."""
     return dict(SECURITY_HEADERS)
+
+
+def page_headers() -> dict[str, str]:
+    """A page's headers: the security headers and ``Cache-Control: no-store`` (``PAGE_CACHE``)."""
+    return {**SECURITY_HEADERS, **PAGE_CACHE}
 
 
 def boot_json(value: Any) -> Markup:

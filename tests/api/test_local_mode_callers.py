@@ -73,7 +73,15 @@ def test_a_web_page_cannot_commit_in_local_mode(served) -> None:
     remote = client.post("/v1/remote/datasets/pets/commits", content=b"{}\n", headers=A_PAGE)
     assert remote.status_code == 403
     assert catalog.store.head("pets") == 0  # nothing was committed
-    for origin in ("null", "http://127.0.0.1.evil.example", "http://localhost.evil.example:8080"):
+    for origin in (
+        "null",
+        "http://127.0.0.1.evil.example",
+        "http://localhost.evil.example:8080",
+        # a page another program of this machine serves (another port, another loopback name):
+        # a web page, not a program (caller34; tests/browser/test_caller34_local_api.py)
+        "http://127.0.0.1:3000",
+        "http://localhost:8080",
+    ):
         refused = client.post(
             "/v1/datasets/pets/commits", content=COMMIT, headers={**A_PAGE, "Origin": origin}
         )
@@ -96,7 +104,6 @@ def test_a_rebound_site_name_reads_nothing_in_local_mode(served, path: str) -> N
         ("127.0.0.1:8080", None),
         ("localhost:8080", "http://localhost:8080"),
         ("[::1]:8080", "http://[::1]:8080"),
-        ("127.0.0.1:8080", "http://127.0.0.1:3000"),  # another program of this machine
         ("localhost", None),
     ],
 )
