@@ -109,7 +109,9 @@ class Browser:
         # SUMMARY: characters of a message or description shown in a table row (the version
         # and dataset pages show them whole; 4 KiB of one message made a row a page long)
         self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub", "SUMMARY": 200})
-        self.pages.env.filters.update(size=charts.human_size, when=_when, label=_label)
+        self.pages.env.filters.update(
+            size=charts.human_size, records=charts.records, when=_when, label=_label
+        )
         self.summaries = charts.Summaries()
         self.counts = diffs.Counts()
 
