@@ -55,5 +55,7 @@ def test_a_catalog_password_is_not_written_on_the_page() -> None:
     assert "s3cret" not in script
     assert "'catalog_url': 'mongodb://trainer:****@mongo.example:27017/datahub'" in script, script
     assert "put it in place of ****" in script
-    plain = torch_script("python", "/srv/var", "pets", 1, "", "", catalog_url="mongodb://mongo.example/datahub")
+    plain = torch_script(
+        "python", "/srv/var", "pets", 1, "", "", catalog_url="mongodb://mongo.example/datahub"
+    )
     assert "'catalog_url': 'mongodb://mongo.example/datahub'" in plain and "****" not in plain
