@@ -40,7 +40,7 @@ from pathlib import Path
 
 from datahub.config import Config, load_config
 from datahub.console.context import create_home, shown
-from datahub.console.programs import python_hint, typed_path
+from datahub.console.programs import typed_path
 from datahub.errors import (
     Conflict,
     DatahubError,
@@ -310,17 +310,18 @@ def import_sample(demo: Demo) -> None:
 
 def serve_api(demo: Demo) -> None:
     from datahub.api.server import ApiServer
-    from datahub.cli.serve_cmd import build_app
+    from datahub.cli.serve_cmd import build_app, pages_name_commands_as_typed
 
     app, cache = build_app(demo.config, demo.catalog, demo.stores)
-    app.state.browser.cli = demo.cli  # the pages' "Mount it" runs as shown: the venv is not on PATH
-    # and their PyTorch script: run by the venv's python, on this demo's home (its catalog)
-    app.state.browser.python = python_hint()
-    app.state.browser.home = str(demo.config.home_path)
-    app.state.browser.config_file = _config_file(demo.args.config)
-    labelx = next((r.app for r in app.routes if getattr(r, "path", "") == "/labelx"), None)
-    if labelx is not None:  # and LabelX's dashboard names the same command
-        labelx.state.labelx.cli = demo.cli
+    # the pages' "Mount it" and LabelX's dashboard run as shown (the venv is not on PATH), and
+    # their PyTorch script: run by the venv's python, on this demo's home and catalog
+    pages_name_commands_as_typed(
+        app,
+        demo.cli,
+        home=str(demo.config.home_path),
+        config_file=_config_file(demo.args.config),
+        catalog_url=demo.config.catalog_url or None,
+    )
     demo.cleanup.callback(cache.close)
     server = ApiServer(app, demo.config, sock=demo.listener)
     # Before start, not after: /healthz may answer (and a caller send SIGTERM) before start()

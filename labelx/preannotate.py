@@ -63,7 +63,13 @@ def parse_jsonl(
         try:
             if len(line) > MAX_LINE:
                 raise ValueError(f"line longer than {MAX_LINE} bytes")
-            row = json.loads(line)
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as bad:  # it said "Expecting value: line 1 column 1 (char 0)"
+                raise ValueError(
+                    f"not JSON ({bad.msg} at column {bad.colno}): each line is one JSON object, "
+                    '{"key": KEY, "value": LABEL, "score": 0.9, "model": NAME}'
+                ) from None
             if not isinstance(row, dict):
                 raise ValueError("each line must be a JSON object")
             key = check_key(row.get("key"))

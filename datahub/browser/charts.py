@@ -73,6 +73,11 @@ def _scalar(value: object) -> str | None:
     return None
 
 
+def records(n: int) -> str:
+    """``n`` records as a caption says it: "1 record", "2 records", "10,000 records"."""
+    return f"{n:,} record" if n == 1 else f"{n:,} records"
+
+
 def human_size(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -156,9 +161,13 @@ class Figure:
 def figure(summary: Summary, which: str) -> Figure:
     """One image: every label field's counts (``labels``) or the size histogram (``sizes``)."""
     chosen = list(summary.labels) if which == "labels" else [summary.sizes] if summary.sizes else []
-    counted = f"{summary.records:,}"
-    note = f"of the first {counted} records" if summary.truncated else f"of {counted} records"
-    if not chosen:
+    # why the cases: a filter matching nothing said "no records of 0 records" and "no labels to
+    # count of 0 records", and a folder of one file "of 1 records" (newuser34)
+    counted = records(summary.records)
+    note = f"of the first {counted}" if summary.truncated else f"of {counted}"
+    if not summary.records:
+        note = "no record to count"
+    elif not chosen:
         note = "no labels to count " + note if which == "labels" else "no records " + note
     panels, y = [], 26
     for chart in chosen:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -105,10 +105,13 @@ class Browser:
         self.python = "python"
         self.home: str | None = None
         self.config_file: str | None = None  # make run's --config FILE
+        self.catalog_url: str | None = None  # serve --catalog URL (or a setting): not the home's
         # SUMMARY: characters of a message or description shown in a table row (the version
         # and dataset pages show them whole; 4 KiB of one message made a row a page long)
         self.pages = Pages(Path(__file__).parent / "templates", {"app_name": "datahub", "SUMMARY": 200})
-        self.pages.env.filters.update(size=charts.human_size, when=_when, label=_label)
+        self.pages.env.filters.update(
+            size=charts.human_size, records=charts.records, when=_when, label=_label
+        )
         self.summaries = charts.Summaries()
         self.counts = diffs.Counts()
 
@@ -442,6 +445,7 @@ def _snippets(b: Browser, name: str, version: Version, prefix: str, filter: str)
                 filter,
                 packed=_packed(version),
                 config_file=b.config_file,
+                catalog_url=b.catalog_url,
             ),
         ),
     ]
@@ -462,6 +466,7 @@ def torch_script(
     *,
     packed: bool = False,
     config_file: str | None = None,
+    catalog_url: str | None = None,
 ) -> str:
     """A whole script reading this page's records in a DataLoader, to save and run as it says.
 
@@ -471,9 +476,17 @@ def torch_script(
     script opens the configuration the page's server uses (``make run``'s home, else the
     reader's own ``load_config()``) and iterates one epoch (``tests/browser/
     test_newuser_commands.py`` runs it as shown against ``make run``'s data). A packed
-    version's records are LMDB shards: its script opens them with PackedDataset."""
+    version's records are LMDB shards: its script opens them with PackedDataset.
+
+    ``catalog_url``: the catalog the server was given (``serve --catalog URL``, a setting), which
+    the home's ``catalog.db`` is not; the script opened that one, where the page's dataset is
+    not (newuser34). A password in it is not shown: the script says where to put it."""
+    overrides = {"home": home} if home else {}
+    hidden = ""
+    if catalog_url:  # the catalog the page showed; the home's catalog.db is another one
+        overrides["catalog_url"], hidden = _without_password(catalog_url)
     given = [repr(config_file)] if config_file else []
-    given += [f"overrides={{'home': {home!r}}}"] if home else []
+    given += [f"overrides={overrides!r}"] if overrides else []
     config = f"load_config({', '.join(given)})"
     if packed:  # its records are shards: VersionDataset would decode an LMDB file as a picture
         kind = "PackedDataset"
@@ -488,7 +501,7 @@ def torch_script(
         args += f", where={filter!r}" if filter else ""
         made = f"VersionDataset.from_catalog(catalog, {args})"
     return f"""\
-# save as train.py, then run: {python} train.py
+# save as train.py, then run: {python} train.py{hidden}
 from torch.utils.data import DataLoader
 
 from datahub.catalog import open_catalog
@@ -506,6 +519,18 @@ if __name__ == "__main__":  # DataLoader's worker processes import this file: th
         samples += 1  # train here
     print(f"{{samples}} samples of {name}@v{seq} read")
 """
+
+
+def _without_password(url: str) -> tuple[str, str]:
+    """``url`` with its password (``mongodb://user:PASSWORD@host/db``) replaced by ``****``,
+    and the script's line saying so: a page's reader need not be the catalog's owner, and
+    every reader of the page would read it."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url, ""
+    host = parts.netloc.rpartition("@")[2]
+    shown = urlunsplit(parts._replace(netloc=f"{parts.username or ''}:****@{host}"))
+    return shown, "\n# the catalog's password is not shown: put it in place of **** below"
 
 
 @router.get("/datasets/{name}/versions/{ref}/records/{key:path}", response_class=HTMLResponse)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import calendar
 import heapq
 import operator
+import re
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -106,6 +107,16 @@ class _Collection:
         store._handles.get().collections[self.name] = value
 
 
+_TIMEOUTS = re.compile(r" \(configured timeouts: [^)]*\)")
+
+
+def _reason(exc: Exception) -> str:
+    """Why pymongo found no server, in a line: each host's own error. Why: its message went on
+    with the configured timeouts (each host's twice) and the whole topology description, a
+    paragraph of pymongo internals in a one-line CLI error (newuser34)."""
+    return _TIMEOUTS.sub("", str(exc).split(", Timeout: ", 1)[0]).strip() or type(exc).__name__
+
+
 class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
     """Catalog in MongoDB collections datasets/versions/records/tags/tokens/commits (and the
     directory table ``dirs``, ``mongo_dirs``)."""
@@ -183,7 +194,10 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         try:
             yield
         except (pymongo.errors.AutoReconnect, pymongo.errors.ServerSelectionTimeoutError) as exc:
-            raise TransientStorageError(f"{what}: MongoDB unreachable ({exc}); retry later") from exc
+            raise TransientStorageError(
+                f"{what}: MongoDB unreachable ({_reason(exc)}); check that the server the catalog URL "
+                "names (--catalog, catalog_url) runs and is reachable from here, or retry later"
+            ) from exc
         except pymongo.errors.PyMongoError as exc:
             raise StorageError(f"{what}: MongoDB error: {exc}") from exc
 

@@ -119,6 +119,7 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
                 ctx.command,
                 home=str(ctx.config.home_path),
                 config_file=str(Path(config_file).resolve()) if config_file else None,
+                catalog_url=ctx.config.catalog_url or None,
             )
             server = ApiServer(app, ctx.config, sock=sock)
             # SIGHUP too: closing the terminal killed it with its cache never closed
@@ -160,7 +161,12 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def pages_name_commands_as_typed(
-    app: Any, command: str, *, home: str | None = None, config_file: str | None = None
+    app: Any,
+    command: str,
+    *,
+    home: str | None = None,
+    config_file: str | None = None,
+    catalog_url: str | None = None,
 ) -> None:
     """The commands the pages show (the browser's "Mount it" and empty list, LabelX's
     dashboard) written as this user runs datahub (``invoked_as``), as this command's own lines
@@ -171,13 +177,17 @@ def pages_name_commands_as_typed(
     (``python_hint``), on this server's ``home`` and ``config_file`` when given, as ``make
     run``'s is. It said ``python train.py`` over ``load_config()``: no datahub to import where
     the venv is not on PATH, and the reader's default home (./var where they stand), not the
-    catalog the page showed (newuser33)."""
+    catalog the page showed (newuser33). And on ``catalog_url``, the catalog this server reads
+    (``--catalog URL``, ``DATAHUB_CATALOG_URL``, a file's ``catalog_url``) when one is set: the
+    script opened the home's ``catalog.db`` instead, where the page's dataset is not (newuser34)."""
     app.state.browser.cli = command
     app.state.browser.python = python_hint()
     if home is not None:
         app.state.browser.home = home
     if config_file is not None:
         app.state.browser.config_file = config_file
+    if catalog_url is not None:
+        app.state.browser.catalog_url = catalog_url
     labelx = next((r.app for r in app.routes if getattr(r, "path", "") == "/labelx"), None)
     if labelx is not None:
         labelx.state.labelx.cli = command

@@ -190,23 +190,25 @@ _LOCATION_FLAGS = ("config", "home", "catalog")  # the global options that say w
 def invoked_as(args: argparse.Namespace, program: str | None = None) -> str:
     """``datahub`` as this user types it here: the program as invoked when no ``datahub`` on
     PATH is that program (``.venv/bin/datahub`` after ``make run``), with the options given
-    that say which catalog (``--home var``); else ``datahub``. Why: the quickstart's
-    ``.venv/bin/datahub --home var tag sample golden 2`` said "see `datahub log sample`",
-    and typed so that said "datahub: command not found" (newuser25)."""
+    that say which catalog (``--home var``); else ``datahub`` with those options. Why: the
+    quickstart's ``.venv/bin/datahub --home var tag sample golden 2`` said "see `datahub log
+    sample`", and typed so that said "datahub: command not found" (newuser25); and with
+    ``datahub`` on PATH, ``datahub --home /data/dh log nope`` said "check `datahub dataset
+    list`", which typed so read ./var: "no catalog at var/catalog.db" (newuser34)."""
     import shlex
     import shutil
 
     program = sys.argv[0] if program is None else program
     if os.path.basename(program) != "datahub":  # python -m datahub.cli.main, a test's main()
         return "datahub"
+    flags = [f"--{n} {shlex.quote(str(v))}" for n in _LOCATION_FLAGS if (v := getattr(args, n, None))]
     found = shutil.which("datahub")
     try:
         if found is not None and os.path.samefile(found, program):
-            return "datahub"
+            program = "datahub"
     except OSError:
         pass
-    flags = [f"--{n} {shlex.quote(str(v))}" for n in _LOCATION_FLAGS if (v := getattr(args, n, None))]
-    return " ".join([shlex.quote(program), *flags])
+    return " ".join([program if program == "datahub" else shlex.quote(program), *flags])
 
 
 def as_typed(message: str, command: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from datahub.catalog import Catalog, Record, RecordFilter
-from datahub.errors import InvalidInput, ObjectChanged, RecordNotFound
+from datahub.errors import BadImage, InvalidInput, ObjectChanged, RecordNotFound
 from datahub.pack.job import INDEX_FORMAT, INDEX_KEY
 from datahub.pack.layout import KIND_IMAGE, decode_sample
 from datahub.pack.shard import ShardReader
@@ -30,6 +30,29 @@ def decode_with_labels(data: bytes | memoryview, labels: Mapping[str, Any]) -> t
     return image_tensor(data), dict(labels)
 
 
+def _transformed(transform: Transform, data: bytes | memoryview, labels: Mapping[str, Any], key: str,
+                 where: str, how: str) -> Any:  # fmt: skip
+    """``transform(data, labels)``; a record the default transform cannot decode as a picture is
+    a BadImage naming its key, its version and what to do. Why: it said "image '' cannot be
+    decoded (UnidentifiedImageError: cannot identify image file <_io.BytesIO object at 0x…>)",
+    naming no record, from the PyTorch script a version page of non-image files shows
+    (newuser34). ``where``: ``pets@v1`` (or a description); ``how``: the call that takes a
+    ``transform=``."""
+    if transform is not decode_with_labels:
+        return transform(data, labels)
+    try:
+        return image_tensor(data, key=key), dict(labels)
+    except BadImage as exc:
+        cause = type(exc.__cause__).__name__ if exc.__cause__ is not None else exc.message
+        raise type(exc)(
+            f"record {key!r} of {where} cannot be decoded as an image ({cause}), which the default "
+            f"transform does: give {how} a transform=fn(data, labels) that reads such files, or "
+            "choose the image records (prefix=, where=)",
+            key=key,
+            version=where,
+        ) from exc
+
+
 class VersionDataset(Dataset):
     """Every record of a version, read through the cache (``CacheSource``) or a mount (``MountSource``)."""
 
@@ -37,6 +60,7 @@ class VersionDataset(Dataset):
         self.records = list(records)
         self.source = source
         self.transform = transform or decode_with_labels
+        self.version = "this version"  # dataset@vN when from_catalog made it (errors name it)
 
     @classmethod
     def from_catalog(
@@ -57,16 +81,25 @@ class VersionDataset(Dataset):
         check = getattr(source, "check_version", None)
         if check is not None:
             check(dataset, version.seq)
-        return cls(
+        made = cls(
             _files(catalog.list_records(dataset, version.seq, prefix=prefix), where), source, transform
         )
+        made.version = f"{dataset}@v{version.seq}"
+        return made
 
     def __len__(self) -> int:
         return len(self.records)
 
     def __getitem__(self, index: int) -> Any:
         record = self.records[index]
-        return self.transform(self.source.read(record), record.labels)
+        return _transformed(
+            self.transform,
+            self.source.read(record),
+            record.labels,
+            record.key,
+            self.version,
+            "VersionDataset.from_catalog",
+        )
 
     def hint(self, indices: Sequence[int]) -> None:
         """The next reads will be ``indices``, in this order."""
@@ -143,6 +176,7 @@ class PackedDataset(Dataset):
             total += len(k)
             self.ends.append(total)
         self.transform = transform or decode_with_labels
+        self.version = "this packed version"  # dataset@vN when open made it (errors name it)
 
     @classmethod
     def open(
@@ -177,7 +211,9 @@ class PackedDataset(Dataset):
             _local_copy(source, catalog.get_record(dataset, version.seq, s["record"]), directory)
             for s in index["shards"]
         ]
-        return cls(paths, [s["keys"] for s in index["shards"]], transform)
+        made = cls(paths, [s["keys"] for s in index["shards"]], transform)
+        made.version = f"{dataset}@v{version.seq}"
+        return made
 
     def __len__(self) -> int:
         return self.ends[-1] if self.ends else 0
@@ -201,9 +237,8 @@ class PackedDataset(Dataset):
         """Why one helper: indexing and the task stream must hand ``transform`` the same kind of
         data (a copied file as bytes: ``json.loads`` takes no memoryview)."""
         sample = decode_sample(key, self.readers[shard].get(key))
-        return self.transform(
-            sample.payload if sample.kind == KIND_IMAGE else bytes(sample.payload), sample.labels
-        )
+        data = sample.payload if sample.kind == KIND_IMAGE else bytes(sample.payload)
+        return _transformed(self.transform, data, sample.labels, key, self.version, "PackedDataset.open")
 
 
 def _local_copy(source: Any, record: Record, directory: Path) -> Path:

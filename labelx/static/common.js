@@ -151,8 +151,9 @@ function stackedBars(container, rows, series) {
   container.append(el("div.legend", {}, series.map(ser => el("span", {}, el("i", { style: { background: ser.color } }), ser.label))));
 }
 
-/** Vertical bars over time: points [{label, value}]. */
-function columnChart(container, points, color = "#3b5bdb") {
+/** Vertical bars over time: points [{label, value}]; ``empty``: the line under a chart of no
+ * value (an axis over nothing read as a chart still loading, or as a broken one). */
+function columnChart(container, points, color = "#3b5bdb", empty = "") {
   container.replaceChildren();
   const W = chartWidth(container), H = 150, bottom = 20, top = 14;
   const max = Math.max(1, ...points.map(p => p.value));
@@ -175,6 +176,7 @@ function columnChart(container, points, color = "#3b5bdb") {
     if (i % 3 === 0) s.append(svg("text", { ...place(i), y: H - 6, class: "axis" }, p.label));
   });
   container.append(s);
+  if (empty && !said.length) container.append(el("p.muted.chart-empty", {}, empty));
 }
 
 /** "Take next task" (home page and dashboard): open the task claimed, or say in ``out`` why there

@@ -32,7 +32,8 @@ async function refresh() {
     P.schema.classes.map(cl => ({ label: cl.name, parts: s.per_class[cl.name] || {} })), STATES);
   columnChart(document.getElementById("chart-hours"), s.per_hour.map(h => ({
     // UTC, as the heading says and as every time of the dataset browser and the CLI
-    label: new Date(h.hour * 1000).toISOString().slice(11, 16), value: h.items })));
+    label: new Date(h.hour * 1000).toISOString().slice(11, 16), value: h.items })),
+    undefined, "No item labelled in the last 24 hours.");
   const sg = Object.entries(s.suggestions);
   const sBox = document.getElementById("suggestions");
   // the command is an admin's (it needs the catalog and labelx.db): an annotator is told who runs it

@@ -80,7 +80,9 @@ def test_how_a_user_runs_datahub_is_what_the_messages_name(tmp_path: Path, monke
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert invoked_as(args, str(exe)) == f"{exe} --home 'my var'"
     monkeypatch.setenv("PATH", f"{exe.parent}:/usr/bin:/bin")
-    assert invoked_as(args, str(exe)) == "datahub"  # on PATH: as the docs write it
+    # on PATH: as the docs write it, with the options that say which catalog (newuser34)
+    assert invoked_as(args, str(exe)) == "datahub --home 'my var'"
+    assert invoked_as(argparse.Namespace(home=None, config=None, catalog=None), str(exe)) == "datahub"
     command = ".venv/bin/datahub --home var"
     assert as_typed("see `datahub log pets`", command) == f"see `{command} log pets`"
     # a command naming its own location keeps it, not ours as well
