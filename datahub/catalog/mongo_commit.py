@@ -141,22 +141,24 @@ class MongoCommitProtocol:
         self.get_dataset(dataset)
         what = f"commit to dataset {dataset!r}"
         with self._translate(what):
-            if commit_id is not None:
-                done = self._retrying(lambda: self._finished(dataset, commit_id))
-                if done is not None:  # a retry, if it sends the same changes (else 409)
-                    doc = self._retrying(
-                        lambda: self.versions.find_one(
-                            {"dataset": dataset, "seq": done}, {"commit_digest": 1}
-                        )
-                    )
-                    stored = (doc or {}).get("commit_digest")
-                    return self.get_version(dataset, replay(dataset, commit_id, done, stored, changes))
+            if commit_id is not None and (done := self._replayed(dataset, commit_id, changes)) is not None:
+                return done
             new = base + 1
-            self._recover(dataset, self._retrying(lambda: self._head(dataset)) + 1)
-            head = self._retrying(lambda: self._head(dataset))
-            if base != head:
-                raise stale_base(dataset, base, head)
-            claim = self._claim(dataset, new, base, commit_id)
+            try:
+                self._recover(dataset, self._retrying(lambda: self._head(dataset)) + 1)
+                head = self._retrying(lambda: self._head(dataset))
+                if base != head:
+                    raise stale_base(dataset, base, head)
+                claim = self._claim(dataset, new, base, commit_id)
+            except StaleBase:
+                # the head moved, maybe by this very commit id's first attempt, which was still
+                # running when we looked (a client's retry after a timeout): answer its version
+                if (
+                    commit_id is not None
+                    and (done := self._replayed(dataset, commit_id, changes)) is not None
+                ):
+                    return done
+                raise
         try:
             with self._translate(what):
                 version = self._write(claim, changes, message, author, lineage, commit_id)
@@ -165,6 +167,18 @@ class MongoCommitProtocol:
             self._abandon(claim)
             raise
         return self.get_version(dataset, new)
+
+    def _replayed(self, dataset: str, commit_id: str, changes: Iterable[Change]) -> Version | None:
+        """The version an earlier commit with this id made, if the retry sends the same changes
+        (else 409); None if that id made none (yet)."""
+        done = self._retrying(lambda: self._finished(dataset, commit_id))
+        if done is None:
+            return None
+        doc = self._retrying(
+            lambda: self.versions.find_one({"dataset": dataset, "seq": done}, {"commit_digest": 1})
+        )
+        stored = (doc or {}).get("commit_digest")
+        return self.get_version(dataset, replay(dataset, commit_id, done, stored, changes))
 
     def _finished(self, dataset: str, commit_id: str) -> int | None:
         """The seq an earlier commit with this id produced (finishing it if it was publishing)."""
