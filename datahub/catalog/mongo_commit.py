@@ -263,7 +263,11 @@ class MongoCommitProtocol:
             other = self._retrying(lambda: self.commits.find_one({"_id": claim_id}))
             if other is not None and other.get("epoch") == epoch:  # our own write, retried
                 return claim
-            if other is None or other["state"] != "pending":  # finished or vanished meanwhile: head moved
+            if other is None:  # abandoned meanwhile (its writer failed): the head did not move
+                if time.monotonic() > deadline:
+                    raise self._busy(dataset, new)
+                continue  # claim again
+            if other["state"] != "pending":  # finished meanwhile: the head moved
                 raise StaleBase(
                     f"cannot commit to dataset {dataset!r} on version {base}: another commit just created "
                     f"version {new}; rebase on the head and retry",
@@ -285,15 +289,19 @@ class MongoCommitProtocol:
                 self._discard_staged(dataset, new, below=epoch)  # the dead writer's staged changes
                 return claim
             if time.monotonic() + delay > deadline:
-                left = self._lease_left(claim_id)
-                raise Conflict(
-                    f"another commit to dataset {dataset!r} (version {new}) is in progress; retry after "
-                    f"{left:.0f} s (when its lease expires if it died)",
-                    dataset=dataset,
-                    version=new,
-                )
+                raise self._busy(dataset, new)
             self.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _busy(self, dataset: str, new: int) -> Conflict:
+        """Another commit of ``dataset@new`` held the claim for all of ``claim_wait_seconds``."""
+        left = self._lease_left(f"{dataset}@{new}")
+        return Conflict(
+            f"another commit to dataset {dataset!r} (version {new}) is in progress; retry after "
+            f"{left:.0f} s (when its lease expires if it died)",
+            dataset=dataset,
+            version=new,
+        )
 
     def _undo_legacy(self, dataset: str, seq: int) -> None:
         """Remove the direct revision writes of a dead writer of the unfenced protocol (claims

@@ -93,3 +93,34 @@ def test_a_retry_that_finds_the_head_moved_by_its_own_first_attempt_answers_that
     retry.store._finished = late  # type: ignore[attr-defined]
     assert retry.commit("ds", change_set(), base=1, commit_id="import-10") == first
     assert [v.seq for v in retry.log("ds")] == [2, 1]
+
+
+class _AbandonedBeforeLook:
+    """B's ``commits`` collection: between B's failed insert of the claim (another writer holds
+    it) and B's look at that claim, the holder fails and abandons it (its ``_abandon``)."""
+
+    def __init__(self, inner: object, abandon) -> None:
+        self.inner, self.abandon, self.done = inner, abandon, False
+
+    def find_one(self, query, *args, **kwargs):
+        if not self.done and set(query) == {"_id"}:
+            self.done = True
+            self.abandon()
+        return self.inner.find_one(query, *args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+
+def test_a_claim_abandoned_while_a_racer_looks_at_it_is_not_a_stale_base(setup) -> None:
+    """A's commit of v2 fails (its claim abandoned) just as B finds the claim taken: the head is
+    still v1, so B (explicit base 1, as the API passes it) must commit v2, not get stale_base
+    saying that "another commit just created version 2"."""
+    store, clock = setup
+    a = second_writer(store, clock).store
+    claim = a._claim("ds", 2, 1, None)  # type: ignore[attr-defined]
+    b = second_writer(store, clock)
+    b.store.commits = _AbandonedBeforeLook(b.store.commits, lambda: a._abandon(claim))  # type: ignore[attr-defined]
+    v2 = b.commit("ds", [Put(rec("b"))], base=1)
+    assert (v2.seq, v2.parent, v2.added) == (2, 1, 1)
+    assert [v.seq for v in b.log("ds")] == [2, 1]
