@@ -50,8 +50,8 @@ from datahub.catalog.model import (
     record_from_row,
 )
 from datahub.catalog.record_json import RECORD_COLUMNS
-from datahub.catalog.store import CatalogStore, stale_base
-from datahub.errors import AlreadyExists, CatalogUnavailable, InvalidInput, NotFound
+from datahub.catalog.store import CatalogStore, revision_mismatch, stale_base
+from datahub.errors import AlreadyExists, CatalogUnavailable, InvalidInput, NotFound, PreconditionFailed
 
 # The listing formats of /v1/remote (the first line of each listing; the server writes them
 # from these): one JSON array per item in this column order (record_json), where objects
@@ -134,8 +134,33 @@ class HttpCatalogStore(CatalogStore):
         what = f"update dataset {name!r}"
         headers = {"If-Match": f'"r{expected_revision}"'} if expected_revision is not None else {}
         body = {k: (dict(v) if k == "acl" else list(v) if k == "sources" else v) for k, v in fields.items()}
-        answer = self._api.json("PATCH", f"/v1/datasets/{_seg(name)}", what=what, json=body, headers=headers)
-        return self._api.decode(what, _dataset, answer)
+        from datahub.api_client import LOST_ANSWER  # imported by __init__ already
+
+        answer = self._api.json(
+            "PATCH",
+            f"/v1/datasets/{_seg(name)}",
+            what=what,
+            json=body,
+            headers=headers,
+            done_if=PreconditionFailed if expected_revision is not None else None,
+        )
+        if answer is not LOST_ANSWER:
+            return self._api.decode(what, _dataset, answer)
+        # The first attempt's answer was lost and the retry found the next revision: it is ours
+        # when that revision holds what was asked for (an identical update by another caller in
+        # that window is indistinguishable and as good); anything else is someone else's.
+        there = self.get_dataset(name)
+        now = {
+            k: (dict(v) if k == "acl" else list(v) if k == "sources" else v)
+            for k, v in _fields(there).items()
+        }
+        if (
+            expected_revision is not None
+            and there.revision == expected_revision + 1
+            and all(now.get(k) == v for k, v in body.items())
+        ):
+            return there
+        raise revision_mismatch(there, expected_revision)
 
     # --- versions -------------------------------------------------------------------------------
     def commit(
@@ -207,8 +232,14 @@ class HttpCatalogStore(CatalogStore):
         self._api.json("PUT", path, what=what, json={"seq": seq})
 
     def delete_tag(self, dataset: str, tag: str) -> None:
+        from datahub.api_client import LOST_ANSWER  # imported by __init__ already
+
         what = f"delete tag {tag!r} of dataset {dataset!r}"
-        self._api.json("DELETE", f"/v1/datasets/{_seg(dataset)}/tags/{_seg(tag)}", what=what)
+        path = f"/v1/datasets/{_seg(dataset)}/tags/{_seg(tag)}"
+        if self._api.json("DELETE", path, what=what, done_if=NotFound) is LOST_ANSWER:
+            # the first attempt's answer was lost and the retry found no tag: that attempt
+            # deleted it, unless the dataset itself is not there (DatasetNotFound, as asked)
+            self.get_dataset(dataset)
 
     def tag_target(self, dataset: str, tag: str) -> int:
         what = f"tag {tag!r} of dataset {dataset!r}"
@@ -456,6 +487,11 @@ class HttpCatalogStore(CatalogStore):
 
     def close(self) -> None:
         self._api.close()
+
+
+def _fields(dataset: Dataset) -> dict[str, Any]:
+    """A dataset's fields an update may set, by name."""
+    return {f: getattr(dataset, f) for f in ("description", "source", "owner", "acl", "sources")}
 
 
 def _seg(value: str) -> str:

@@ -1,0 +1,93 @@
+"""review35: a tag deletion or a conditional dataset update whose answer is lost (applied by the
+server, the connection cut before the client read the answer) is not reported as failed.
+
+Why: ``ApiClient`` retries a call whose connection broke; the retry of an applied DELETE finds
+no tag (404) and the retry of an applied ``If-Match`` PATCH finds the next revision (412), so
+the caller was told its own completed work had failed and would redo or undo it. Every server
+here is real, on 127.0.0.1, behind a loopback proxy that drops the first matching answer."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from datahub.catalog import Catalog, Put
+from datahub.catalog.http_store import HttpCatalogStore
+from datahub.errors import NotFound, PreconditionFailed
+from tests.catalog.conftest import rec
+from tests.catalog.remote import serve
+from tests.catalog.test_http_store import FAST, _DropFirstCommitAnswer
+
+
+class _DropFirst(_DropFirstCommitAnswer):
+    """Drops the answer to the first request whose request line starts with ``prefix``."""
+
+    def __init__(self, upstream: tuple[str, int], prefix: bytes) -> None:
+        super().__init__(upstream)
+        self.prefix = prefix
+
+    def deliver(self, request_line: bytes, answer: bytes) -> bytes:
+        drop = request_line.startswith(self.prefix) and self.dropped == 0
+        self.dropped += drop
+        return b"" if drop else answer
+
+
+@pytest.fixture
+def behind(tmp_path: Path) -> Iterator[Any]:
+    """(remote Catalog behind a dropper of ``prefix``'s first answer, backing Catalog, proxy)."""
+    server, backing, token = serve(tmp_path)
+    made: list[Any] = []
+
+    def make(prefix: bytes) -> tuple[Catalog, Catalog, _DropFirst]:
+        proxy = _DropFirst(("127.0.0.1", server.port), prefix)
+        threading.Thread(target=proxy.serve_forever, daemon=True).start()
+        store = HttpCatalogStore(f"http://127.0.0.1:{proxy.server_address[1]}", token=token, **FAST)
+        made.append((store, proxy))
+        return Catalog(store), backing, proxy
+
+    try:
+        yield make
+    finally:
+        for store, proxy in made:
+            store.close(), proxy.shutdown(), proxy.server_close()
+        server.stop(), backing.close()
+
+
+def test_an_untag_whose_answer_is_lost_is_done_not_not_found(behind) -> None:
+    cat, backing, proxy = behind(b"DELETE /v1/datasets/ds/tags/")
+    backing.create_dataset("ds")
+    backing.commit("ds", [Put(rec("a"))])
+    backing.tag("ds", "gold", 1)
+    cat.untag("ds", "gold")
+    assert proxy.dropped == 1
+    assert backing.store.list_versions("ds").__next__().tags == ()
+
+
+def test_an_untag_of_a_tag_that_never_was_is_still_not_found(behind) -> None:
+    cat, backing, proxy = behind(b"NOTHING")
+    backing.create_dataset("ds")
+    backing.commit("ds", [Put(rec("a"))])
+    with pytest.raises(NotFound, match="no tag 'gold'"):
+        cat.untag("ds", "gold")
+
+
+def test_a_conditional_update_whose_answer_is_lost_is_the_update_not_precondition_failed(behind) -> None:
+    cat, backing, proxy = behind(b"PATCH /v1/datasets/ds ")
+    backing.create_dataset("ds", description="old")
+    made = cat.store.update_dataset("ds", {"description": "new"}, expected_revision=0)
+    assert proxy.dropped == 1
+    assert (made.description, made.revision) == ("new", 1)
+    assert backing.store.get_dataset("ds").revision == 1
+
+
+def test_a_conditional_update_after_someone_elses_is_still_precondition_failed(behind) -> None:
+    cat, backing, proxy = behind(b"NOTHING")
+    backing.create_dataset("ds", description="old")
+    backing.store.update_dataset("ds", {"description": "theirs"}, expected_revision=0)
+    with pytest.raises(PreconditionFailed):
+        cat.store.update_dataset("ds", {"description": "new"}, expected_revision=0)
+    assert backing.store.get_dataset("ds").description == "theirs"
