@@ -93,6 +93,7 @@ class ApiClient:
     ) -> None:
         self.url = url.rstrip("/")
         self.attempts, self.backoff, self.budget = max(1, attempts), backoff, budget
+        self._timeout, self._connect_timeout = timeout, connect_timeout
         token = token if token is not None else os.environ.get(TOKEN_ENV, "")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._clients = PerProcess(
@@ -118,10 +119,17 @@ class ApiClient:
     def __repr__(self) -> str:
         return f"ApiClient({self.url!r})"  # never the token
 
+    def read_timeout(self, read: float) -> httpx.Timeout:
+        """This client's timeouts with another for reading the answer: for a request the server
+        answers only once its work is done (a commit), however long that takes, so a slow
+        answer is waited for instead of being cut and retried into the same wait."""
+        return httpx.Timeout(self._timeout, connect=self._connect_timeout, read=read)
+
     # --- transport --------------------------------------------------------------------------------
-    def call(self, what: str, attempt: Callable[[], T]) -> T:
-        """Run ``attempt`` until it succeeds or the attempts / time budget run out."""
-        deadline = time.monotonic() + self.budget
+    def call(self, what: str, attempt: Callable[[], T], *, budget: float | None = None) -> T:
+        """Run ``attempt`` until it succeeds or the attempts / time budget (``budget``, else the
+        client's) run out."""
+        deadline = time.monotonic() + (self.budget if budget is None else budget)
         last = ""
         for n in range(self.attempts):
             asked = None

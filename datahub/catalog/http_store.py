@@ -65,16 +65,26 @@ _first = itemgetter(0)
 _SPOOL_BYTES = 8 * 1024 * 1024  # a commit body beyond this is spooled to a temporary file
 _CHUNK = 256 * 1024
 _BATCH_KEYS = 10000
+# Seconds a commit's answer is waited for. The server answers a commit once it is done: after
+# its turn (a SQLite catalog's commits queue for up to 600 s, ``sqlite_gate``) and the commit
+# itself. Cut at the ordinary read timeout (30 s), every retry of the same commit id waited on
+# that same turn and was cut too, and the caller got catalog_unavailable for a version the
+# server made (without a commit id of its own, it would then commit the changes again).
+COMMIT_TIMEOUT = 900.0
 
 
 class HttpCatalogStore(CatalogStore):
     """The CatalogStore of a remote datahub API server (one pooled ApiClient)."""
 
-    def __init__(self, url: str, token: str | None = None, **options: Any) -> None:
-        """``options``: timeout, connect_timeout, attempts, backoff, budget (see ApiClient)."""
+    def __init__(
+        self, url: str, token: str | None = None, *, commit_timeout: float = COMMIT_TIMEOUT, **options: Any
+    ) -> None:
+        """``options``: timeout, connect_timeout, attempts, backoff, budget (see ApiClient).
+        ``commit_timeout``: how long a commit's answer is waited for (``COMMIT_TIMEOUT``)."""
         from datahub.api_client import ApiClient  # httpx (~0.3 CPU-s): not for the server's routes
 
         self._api = ApiClient(url, token, **options)
+        self.commit_timeout = commit_timeout
         self.url = self._api.url
 
     def __repr__(self) -> str:
@@ -192,6 +202,7 @@ class HttpCatalogStore(CatalogStore):
                     f"/v1/remote/datasets/{_seg(dataset)}/commits",
                     content=_chunks(body),
                     headers={"Content-Type": "application/x-ndjson", "Content-Length": str(size)},
+                    timeout=self._api.read_timeout(self.commit_timeout),
                 )
                 self._api.check(response, what)
                 try:
@@ -201,7 +212,9 @@ class HttpCatalogStore(CatalogStore):
 
                     raise Retry(f"answered {what} with something that is not JSON") from None
 
-            return self._api.decode(what, _version, self._api.call(what, attempt))
+            # an attempt may take up to commit_timeout: it does not use up the retries' budget
+            answer = self._api.call(what, attempt, budget=self._api.budget + self.commit_timeout)
+            return self._api.decode(what, _version, answer)
 
     def _check_base(self, dataset: str, base: int) -> None:
         """StaleBase before a single change is read, as a local store refuses a stale base: the
