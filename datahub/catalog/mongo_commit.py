@@ -482,8 +482,19 @@ class MongoCommitProtocol:
 
     def _directory_states(self, claim: _Claim) -> StagedDirectories | None:
         """The commit's directory table states, if the dataset's table is complete (read after
-        the claim: ``datahub migrate`` sets the flag while it holds a claim itself)."""
-        doc = self._retrying(lambda: self.datasets.find_one({"_id": claim.dataset}, {"dirs": 1}))
+        the claim: ``datahub migrate`` sets the flag while it holds a claim itself).
+
+        The read also raises the dataset's ``dirs_read`` to this claim's epoch, in the same
+        atomic write: ``datahub migrate`` sets the flag only while ``dirs_read`` is not above
+        its own claim's epoch (``mongo_dirs_backfill._complete``). Why: a migrate that stalled
+        past its lease, whose claim this commit took over after reading the flag unset, set the
+        flag afterwards, and until it found its claim lost and took the flag back, readers
+        listed this commit's version from a table without its changes."""
+        doc = self._retrying(
+            lambda: self.datasets.find_one_and_update(
+                {"_id": claim.dataset}, {"$max": {"dirs_read": claim.epoch}}, {"dirs": 1}
+            )
+        )
         if not (doc or {}).get("dirs"):
             return None
         return StagedDirectories(
