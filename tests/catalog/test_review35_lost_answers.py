@@ -8,6 +8,7 @@ here is real, on 127.0.0.1, behind a loopback proxy that drops the first matchin
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,3 +92,52 @@ def test_a_conditional_update_after_someone_elses_is_still_precondition_failed(b
     with pytest.raises(PreconditionFailed):
         cat.store.update_dataset("ds", {"description": "new"}, expected_revision=0)
     assert backing.store.get_dataset("ds").description == "theirs"
+
+
+class _CutFirstCommitUpload(_DropFirstCommitAnswer):
+    """Forwards only the first half of the first commit's body upstream (with its whole
+    ``Content-Length``), then closes both sides: an upload that died mid-way."""
+
+    def __init__(self, upstream: tuple[str, int]) -> None:
+        super().__init__(upstream)
+        self.cut = 0
+
+    def forward(self, head: bytes, body: bytes) -> bytes | None:
+        if b"/commits " not in head.split(b"\r\n")[0] or self.cut:
+            return None
+        self.cut += 1
+        with socket.create_connection(self.upstream) as up:
+            up.sendall(head + body[: len(body) // 2])
+        return b"cut"  # an "answer" that ``deliver`` drops (the first commit's): the proxy closes
+
+
+def test_a_commit_whose_upload_dies_mid_way_leaves_nothing_and_the_retry_makes_one_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Guard (passes on the base): the server's body spool sees the client go away and never
+    runs the commit; the client's retry sends the whole body and makes exactly one version."""
+    from tests.catalog import test_http_store
+
+    server, backing, token = serve(tmp_path)
+    proxy = _CutFirstCommitUpload(("127.0.0.1", server.port))
+    original = test_http_store._ProxyHandler._forward
+
+    def forward(handler: Any, head: bytes, body: bytes) -> bytes:
+        cut = (
+            handler.server.forward(head, body) if isinstance(handler.server, _CutFirstCommitUpload) else None
+        )
+        return original(handler, head, body) if cut is None else cut
+
+    monkeypatch.setattr(test_http_store._ProxyHandler, "_forward", forward)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    store = HttpCatalogStore(f"http://127.0.0.1:{proxy.server_address[1]}", token=token, **FAST)
+    try:
+        cat = Catalog(store)
+        cat.create_dataset("ds")
+        keys = [f"k{i:05d}" for i in range(3000)]
+        v1 = cat.commit("ds", (Put(rec(k)) for k in keys))
+        assert proxy.cut == 1 and v1.seq == 1
+        assert [v.seq for v in backing.log("ds")] == [1]
+        assert [r.key for r in backing.list_records("ds", 1)] == keys
+    finally:
+        store.close(), proxy.shutdown(), proxy.server_close(), server.stop(), backing.close()
