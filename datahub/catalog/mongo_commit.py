@@ -288,7 +288,11 @@ class MongoCommitProtocol:
                     self._undo_legacy(dataset, new)
                 self._discard_staged(dataset, new, below=epoch)  # the dead writer's staged changes
                 return claim
-            if time.monotonic() + delay > deadline:
+            # a live claim of this very commit id is its first attempt, still running (a
+            # client's retry after a cut connection): wait for it, however long; its lease,
+            # renewed each batch, bounds the wait if it dies
+            mine = commit_id is not None and other.get("commit_id") == commit_id
+            if time.monotonic() + delay > deadline and not mine:
                 raise self._busy(dataset, new)
             self.sleep(delay)
             delay = min(delay * 2, 1.0)

@@ -124,3 +124,44 @@ def test_a_claim_abandoned_while_a_racer_looks_at_it_is_not_a_stale_base(setup) 
     v2 = b.commit("ds", [Put(rec("b"))], base=1)
     assert (v2.seq, v2.parent, v2.added) == (2, 1, 1)
     assert [v.seq for v in b.log("ds")] == [2, 1]
+
+
+def test_a_retry_whose_first_attempt_outlasts_the_claim_wait_waits_for_it_not_conflict(
+    setup, atomic_ops
+) -> None:
+    """B (a retry: same id) would give up on another commit's claim after claim_wait_seconds
+    (0 here) with 409 "in progress". The claim's holder is B's own first attempt, whose lease
+    is live: B waits for it (its lease bounds the wait) and answers its version; a caller who
+    gave no id of its own could only have committed the changes again as a second version."""
+    store, clock = setup
+    a_claimed, b_waiting = threading.Event(), threading.Event()
+
+    def a_changes():
+        yield from change_set()[:20]
+        a_claimed.set()
+        assert b_waiting.wait(10), "B never waited for A's claim"
+        yield from change_set()[20:]
+
+    def b_sleep(seconds: float) -> None:
+        b_waiting.set()
+        time.sleep(min(seconds, 0.05))
+
+    results: dict[str, object] = {}
+
+    def run(name: str, cat: Catalog, changes) -> None:
+        try:
+            results[name] = cat.commit("ds", changes, base=1, commit_id="import-11")
+        except BaseException as exc:  # reported by the assertions below
+            results[name] = exc
+
+    a = threading.Thread(target=run, args=("a", second_writer(store, clock), a_changes()))
+    a.start()
+    assert a_claimed.wait(60)
+    impatient = second_writer(store, clock, sleep=b_sleep, claim_wait_seconds=0)
+    b = threading.Thread(target=run, args=("b", impatient, change_set()))
+    b.start()
+    a.join(120)
+    b.join(120)
+    assert getattr(results["a"], "seq", results["a"]) == 2
+    assert results["b"] == results["a"]
+    assert [v.seq for v in Catalog(store).log("ds")] == [2, 1]
