@@ -200,7 +200,7 @@ class ApiClient:
         self, method: str, path: str, *, what: str, done_if: type[DatahubError] | None = None, **kwargs: Any
     ) -> Any:
         """``done_if``: the error a retry gets when an earlier attempt, whose answer was lost
-        (a timeout, a cut connection), did the work: a create answered "already exists".
+        (a timeout, a cut connection, a 5xx), did the work: a create answered "already exists".
         Raised by a retry after such a loss, it returns ``LOST_ANSWER`` instead, so the caller
         can look at what is there rather than report its own success as a failure."""
         unsure = False  # an earlier attempt may have reached the server and been applied
@@ -214,6 +214,11 @@ class ApiClient:
                 raise
             try:
                 self.check(response, what)
+            except Retry:
+                # a 5xx: a gateway's that gave up waiting, or the server's after the work was
+                # applied, says no more than a cut connection about whether it was
+                unsure = True
+                raise
             except DatahubError as exc:
                 if unsure and done_if is not None and isinstance(exc, done_if):
                     return LOST_ANSWER

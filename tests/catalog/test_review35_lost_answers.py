@@ -141,3 +141,31 @@ def test_a_commit_whose_upload_dies_mid_way_leaves_nothing_and_the_retry_makes_o
         assert [r.key for r in backing.list_records("ds", 1)] == keys
     finally:
         store.close(), proxy.shutdown(), proxy.server_close(), server.stop(), backing.close()
+
+
+class _GatewayTimeoutFirst(_DropFirst):
+    """Answers the first matching request 504 (a load balancer that gave up on the server),
+    after the server applied it."""
+
+    def deliver(self, request_line: bytes, answer: bytes) -> bytes:
+        if super().deliver(request_line, answer):
+            return answer
+        return b"HTTP/1.1 504 Gateway Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+
+
+def test_an_untag_answered_by_a_gateway_timeout_after_the_server_applied_it_is_done(tmp_path: Path) -> None:
+    """A 5xx that is not the server's own (a gateway's) says nothing of whether the request was
+    applied: the retry that finds no tag is the first attempt's work, as after a cut connection."""
+    server, backing, token = serve(tmp_path)
+    proxy = _GatewayTimeoutFirst(("127.0.0.1", server.port), b"DELETE /v1/datasets/ds/tags/")
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    store = HttpCatalogStore(f"http://127.0.0.1:{proxy.server_address[1]}", token=token, **FAST)
+    try:
+        backing.create_dataset("ds")
+        backing.commit("ds", [Put(rec("a"))])
+        backing.tag("ds", "gold", 1)
+        Catalog(store).untag("ds", "gold")
+        assert proxy.dropped == 1
+        assert next(backing.store.list_versions("ds")).tags == ()
+    finally:
+        store.close(), proxy.shutdown(), proxy.server_close(), server.stop(), backing.close()
