@@ -93,6 +93,7 @@ class ApiClient:
     ) -> None:
         self.url = url.rstrip("/")
         self.attempts, self.backoff, self.budget = max(1, attempts), backoff, budget
+        self._timeout, self._connect_timeout = timeout, connect_timeout
         token = token if token is not None else os.environ.get(TOKEN_ENV, "")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._clients = PerProcess(
@@ -118,10 +119,17 @@ class ApiClient:
     def __repr__(self) -> str:
         return f"ApiClient({self.url!r})"  # never the token
 
+    def read_timeout(self, read: float) -> httpx.Timeout:
+        """This client's timeouts with another for reading the answer: for a request the server
+        answers only once its work is done (a commit), however long that takes, so a slow
+        answer is waited for instead of being cut and retried into the same wait."""
+        return httpx.Timeout(self._timeout, connect=self._connect_timeout, read=read)
+
     # --- transport --------------------------------------------------------------------------------
-    def call(self, what: str, attempt: Callable[[], T]) -> T:
-        """Run ``attempt`` until it succeeds or the attempts / time budget run out."""
-        deadline = time.monotonic() + self.budget
+    def call(self, what: str, attempt: Callable[[], T], *, budget: float | None = None) -> T:
+        """Run ``attempt`` until it succeeds or the attempts / time budget (``budget``, else the
+        client's) run out."""
+        deadline = time.monotonic() + (self.budget if budget is None else budget)
         last = ""
         for n in range(self.attempts):
             asked = None
@@ -192,7 +200,7 @@ class ApiClient:
         self, method: str, path: str, *, what: str, done_if: type[DatahubError] | None = None, **kwargs: Any
     ) -> Any:
         """``done_if``: the error a retry gets when an earlier attempt, whose answer was lost
-        (a timeout, a cut connection), did the work: a create answered "already exists".
+        (a timeout, a cut connection, a 5xx), did the work: a create answered "already exists".
         Raised by a retry after such a loss, it returns ``LOST_ANSWER`` instead, so the caller
         can look at what is there rather than report its own success as a failure."""
         unsure = False  # an earlier attempt may have reached the server and been applied
@@ -206,6 +214,11 @@ class ApiClient:
                 raise
             try:
                 self.check(response, what)
+            except Retry:
+                # a 5xx: a gateway's that gave up waiting, or the server's after the work was
+                # applied, says no more than a cut connection about whether it was
+                unsure = True
+                raise
             except DatahubError as exc:
                 if unsure and done_if is not None and isinstance(exc, done_if):
                     return LOST_ANSWER

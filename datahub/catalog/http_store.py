@@ -50,8 +50,8 @@ from datahub.catalog.model import (
     record_from_row,
 )
 from datahub.catalog.record_json import RECORD_COLUMNS
-from datahub.catalog.store import CatalogStore, stale_base
-from datahub.errors import AlreadyExists, CatalogUnavailable, InvalidInput, NotFound
+from datahub.catalog.store import CatalogStore, revision_mismatch, stale_base
+from datahub.errors import AlreadyExists, CatalogUnavailable, InvalidInput, NotFound, PreconditionFailed
 
 # The listing formats of /v1/remote (the first line of each listing; the server writes them
 # from these): one JSON array per item in this column order (record_json), where objects
@@ -65,16 +65,26 @@ _first = itemgetter(0)
 _SPOOL_BYTES = 8 * 1024 * 1024  # a commit body beyond this is spooled to a temporary file
 _CHUNK = 256 * 1024
 _BATCH_KEYS = 10000
+# Seconds a commit's answer is waited for. The server answers a commit once it is done: after
+# its turn (a SQLite catalog's commits queue for up to 600 s, ``sqlite_gate``) and the commit
+# itself. Cut at the ordinary read timeout (30 s), every retry of the same commit id waited on
+# that same turn and was cut too, and the caller got catalog_unavailable for a version the
+# server made (without a commit id of its own, it would then commit the changes again).
+COMMIT_TIMEOUT = 900.0
 
 
 class HttpCatalogStore(CatalogStore):
     """The CatalogStore of a remote datahub API server (one pooled ApiClient)."""
 
-    def __init__(self, url: str, token: str | None = None, **options: Any) -> None:
-        """``options``: timeout, connect_timeout, attempts, backoff, budget (see ApiClient)."""
+    def __init__(
+        self, url: str, token: str | None = None, *, commit_timeout: float = COMMIT_TIMEOUT, **options: Any
+    ) -> None:
+        """``options``: timeout, connect_timeout, attempts, backoff, budget (see ApiClient).
+        ``commit_timeout``: how long a commit's answer is waited for (``COMMIT_TIMEOUT``)."""
         from datahub.api_client import ApiClient  # httpx (~0.3 CPU-s): not for the server's routes
 
         self._api = ApiClient(url, token, **options)
+        self.commit_timeout = commit_timeout
         self.url = self._api.url
 
     def __repr__(self) -> str:
@@ -134,8 +144,33 @@ class HttpCatalogStore(CatalogStore):
         what = f"update dataset {name!r}"
         headers = {"If-Match": f'"r{expected_revision}"'} if expected_revision is not None else {}
         body = {k: (dict(v) if k == "acl" else list(v) if k == "sources" else v) for k, v in fields.items()}
-        answer = self._api.json("PATCH", f"/v1/datasets/{_seg(name)}", what=what, json=body, headers=headers)
-        return self._api.decode(what, _dataset, answer)
+        from datahub.api_client import LOST_ANSWER  # imported by __init__ already
+
+        answer = self._api.json(
+            "PATCH",
+            f"/v1/datasets/{_seg(name)}",
+            what=what,
+            json=body,
+            headers=headers,
+            done_if=PreconditionFailed if expected_revision is not None else None,
+        )
+        if answer is not LOST_ANSWER:
+            return self._api.decode(what, _dataset, answer)
+        # The first attempt's answer was lost and the retry found the next revision: it is ours
+        # when that revision holds what was asked for (an identical update by another caller in
+        # that window is indistinguishable and as good); anything else is someone else's.
+        there = self.get_dataset(name)
+        now = {
+            k: (dict(v) if k == "acl" else list(v) if k == "sources" else v)
+            for k, v in _fields(there).items()
+        }
+        if (
+            expected_revision is not None
+            and there.revision == expected_revision + 1
+            and all(now.get(k) == v for k, v in body.items())
+        ):
+            return there
+        raise revision_mismatch(there, expected_revision)
 
     # --- versions -------------------------------------------------------------------------------
     def commit(
@@ -167,6 +202,7 @@ class HttpCatalogStore(CatalogStore):
                     f"/v1/remote/datasets/{_seg(dataset)}/commits",
                     content=_chunks(body),
                     headers={"Content-Type": "application/x-ndjson", "Content-Length": str(size)},
+                    timeout=self._api.read_timeout(self.commit_timeout),
                 )
                 self._api.check(response, what)
                 try:
@@ -176,7 +212,9 @@ class HttpCatalogStore(CatalogStore):
 
                     raise Retry(f"answered {what} with something that is not JSON") from None
 
-            return self._api.decode(what, _version, self._api.call(what, attempt))
+            # an attempt may take up to commit_timeout: it does not use up the retries' budget
+            answer = self._api.call(what, attempt, budget=self._api.budget + self.commit_timeout)
+            return self._api.decode(what, _version, answer)
 
     def _check_base(self, dataset: str, base: int) -> None:
         """StaleBase before a single change is read, as a local store refuses a stale base: the
@@ -207,8 +245,14 @@ class HttpCatalogStore(CatalogStore):
         self._api.json("PUT", path, what=what, json={"seq": seq})
 
     def delete_tag(self, dataset: str, tag: str) -> None:
+        from datahub.api_client import LOST_ANSWER  # imported by __init__ already
+
         what = f"delete tag {tag!r} of dataset {dataset!r}"
-        self._api.json("DELETE", f"/v1/datasets/{_seg(dataset)}/tags/{_seg(tag)}", what=what)
+        path = f"/v1/datasets/{_seg(dataset)}/tags/{_seg(tag)}"
+        if self._api.json("DELETE", path, what=what, done_if=NotFound) is LOST_ANSWER:
+            # the first attempt's answer was lost and the retry found no tag: that attempt
+            # deleted it, unless the dataset itself is not there (DatasetNotFound, as asked)
+            self.get_dataset(dataset)
 
     def tag_target(self, dataset: str, tag: str) -> int:
         what = f"tag {tag!r} of dataset {dataset!r}"
@@ -456,6 +500,11 @@ class HttpCatalogStore(CatalogStore):
 
     def close(self) -> None:
         self._api.close()
+
+
+def _fields(dataset: Dataset) -> dict[str, Any]:
+    """A dataset's fields an update may set, by name."""
+    return {f: getattr(dataset, f) for f in ("description", "source", "owner", "acl", "sources")}
 
 
 def _seg(value: str) -> str:

@@ -141,22 +141,24 @@ class MongoCommitProtocol:
         self.get_dataset(dataset)
         what = f"commit to dataset {dataset!r}"
         with self._translate(what):
-            if commit_id is not None:
-                done = self._retrying(lambda: self._finished(dataset, commit_id))
-                if done is not None:  # a retry, if it sends the same changes (else 409)
-                    doc = self._retrying(
-                        lambda: self.versions.find_one(
-                            {"dataset": dataset, "seq": done}, {"commit_digest": 1}
-                        )
-                    )
-                    stored = (doc or {}).get("commit_digest")
-                    return self.get_version(dataset, replay(dataset, commit_id, done, stored, changes))
+            if commit_id is not None and (done := self._replayed(dataset, commit_id, changes)) is not None:
+                return done
             new = base + 1
-            self._recover(dataset, self._retrying(lambda: self._head(dataset)) + 1)
-            head = self._retrying(lambda: self._head(dataset))
-            if base != head:
-                raise stale_base(dataset, base, head)
-            claim = self._claim(dataset, new, base, commit_id)
+            try:
+                self._recover(dataset, self._retrying(lambda: self._head(dataset)) + 1)
+                head = self._retrying(lambda: self._head(dataset))
+                if base != head:
+                    raise stale_base(dataset, base, head)
+                claim = self._claim(dataset, new, base, commit_id)
+            except StaleBase:
+                # the head moved, maybe by this very commit id's first attempt, which was still
+                # running when we looked (a client's retry after a timeout): answer its version
+                if (
+                    commit_id is not None
+                    and (done := self._replayed(dataset, commit_id, changes)) is not None
+                ):
+                    return done
+                raise
         try:
             with self._translate(what):
                 version = self._write(claim, changes, message, author, lineage, commit_id)
@@ -165,6 +167,18 @@ class MongoCommitProtocol:
             self._abandon(claim)
             raise
         return self.get_version(dataset, new)
+
+    def _replayed(self, dataset: str, commit_id: str, changes: Iterable[Change]) -> Version | None:
+        """The version an earlier commit with this id made, if the retry sends the same changes
+        (else 409); None if that id made none (yet)."""
+        done = self._retrying(lambda: self._finished(dataset, commit_id))
+        if done is None:
+            return None
+        doc = self._retrying(
+            lambda: self.versions.find_one({"dataset": dataset, "seq": done}, {"commit_digest": 1})
+        )
+        stored = (doc or {}).get("commit_digest")
+        return self.get_version(dataset, replay(dataset, commit_id, done, stored, changes))
 
     def _finished(self, dataset: str, commit_id: str) -> int | None:
         """The seq an earlier commit with this id produced (finishing it if it was publishing)."""
@@ -249,7 +263,11 @@ class MongoCommitProtocol:
             other = self._retrying(lambda: self.commits.find_one({"_id": claim_id}))
             if other is not None and other.get("epoch") == epoch:  # our own write, retried
                 return claim
-            if other is None or other["state"] != "pending":  # finished or vanished meanwhile: head moved
+            if other is None:  # abandoned meanwhile (its writer failed): the head did not move
+                if time.monotonic() > deadline:
+                    raise self._busy(dataset, new)
+                continue  # claim again
+            if other["state"] != "pending":  # finished meanwhile: the head moved
                 raise StaleBase(
                     f"cannot commit to dataset {dataset!r} on version {base}: another commit just created "
                     f"version {new}; rebase on the head and retry",
@@ -270,16 +288,24 @@ class MongoCommitProtocol:
                     self._undo_legacy(dataset, new)
                 self._discard_staged(dataset, new, below=epoch)  # the dead writer's staged changes
                 return claim
-            if time.monotonic() + delay > deadline:
-                left = self._lease_left(claim_id)
-                raise Conflict(
-                    f"another commit to dataset {dataset!r} (version {new}) is in progress; retry after "
-                    f"{left:.0f} s (when its lease expires if it died)",
-                    dataset=dataset,
-                    version=new,
-                )
+            # a live claim of this very commit id is its first attempt, still running (a
+            # client's retry after a cut connection): wait for it, however long; its lease,
+            # renewed each batch, bounds the wait if it dies
+            mine = commit_id is not None and other.get("commit_id") == commit_id
+            if time.monotonic() + delay > deadline and not mine:
+                raise self._busy(dataset, new)
             self.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    def _busy(self, dataset: str, new: int) -> Conflict:
+        """Another commit of ``dataset@new`` held the claim for all of ``claim_wait_seconds``."""
+        left = self._lease_left(f"{dataset}@{new}")
+        return Conflict(
+            f"another commit to dataset {dataset!r} (version {new}) is in progress; retry after "
+            f"{left:.0f} s (when its lease expires if it died)",
+            dataset=dataset,
+            version=new,
+        )
 
     def _undo_legacy(self, dataset: str, seq: int) -> None:
         """Remove the direct revision writes of a dead writer of the unfenced protocol (claims
@@ -460,8 +486,19 @@ class MongoCommitProtocol:
 
     def _directory_states(self, claim: _Claim) -> StagedDirectories | None:
         """The commit's directory table states, if the dataset's table is complete (read after
-        the claim: ``datahub migrate`` sets the flag while it holds a claim itself)."""
-        doc = self._retrying(lambda: self.datasets.find_one({"_id": claim.dataset}, {"dirs": 1}))
+        the claim: ``datahub migrate`` sets the flag while it holds a claim itself).
+
+        The read also raises the dataset's ``dirs_read`` to this claim's epoch, in the same
+        atomic write: ``datahub migrate`` sets the flag only while ``dirs_read`` is not above
+        its own claim's epoch (``mongo_dirs_backfill._complete``). Why: a migrate that stalled
+        past its lease, whose claim this commit took over after reading the flag unset, set the
+        flag afterwards, and until it found its claim lost and took the flag back, readers
+        listed this commit's version from a table without its changes."""
+        doc = self._retrying(
+            lambda: self.datasets.find_one_and_update(
+                {"_id": claim.dataset}, {"$max": {"dirs_read": claim.epoch}}, {"dirs": 1}
+            )
+        )
         if not (doc or {}).get("dirs"):
             return None
         return StagedDirectories(

@@ -13,8 +13,11 @@ is stored and fenced without transactions:
   claim of ``head + 1`` (the protocol's own, ``mongo_commit``): no commit can publish
   between the check that the head has not moved and the flag, and a commit claims after the
   flag is set, so it keeps the table. A pass whose claim was taken over (it stalled past its
-  lease) takes the flag back. A commit during the pass (the head moved: that commit did
-  not keep the half-filled table) makes the pass start the dataset over.
+  lease) takes the flag back, and one whose claim a commit took over does not set it once
+  that commit has read it unset (the flag is set only while the dataset's ``dirs_read``, the
+  epoch of the last commit that read it, is not above the pass's own). A commit during the
+  pass (the head moved: that commit did not keep the half-filled table) makes the pass start
+  the dataset over.
 """
 
 from __future__ import annotations
@@ -155,7 +158,14 @@ def _complete(store: Any, dataset: str, head: int, finished: list[tuple]) -> boo
         if not _still(store, dataset, head):
             return False
         _insert(store, _docs(dataset, head, finished))
-        store.datasets.update_one({"_id": dataset}, {"$set": {"dirs": True}})
+        # only if no commit with a later claim (one that took ours over) read the flag unset:
+        # that commit keeps no table (mongo_commit._directory_states)
+        unread = {
+            "_id": dataset,
+            "$or": [{"dirs_read": {"$exists": False}}, {"dirs_read": {"$lte": claim.epoch}}],
+        }
+        if not store.datasets.update_one(unread, {"$set": {"dirs": True}}).matched_count:
+            return False
         store.dirs_backfill.delete_one({"_id": dataset})
         try:
             store._renew(claim)  # fenced: still ours, so no commit claimed before the flag
