@@ -227,6 +227,10 @@ class CacheConfig(_Section):
 
     maintain_interval: float = 2.0
     """Seconds between the cache's maintenance rounds: pins reloaded, each tier's upkeep, and the stats snapshot that ``datahub cache stats`` and /metrics read (eviction does not wait for a round: a full tier wakes it). The test suite sets it short: its polls of a mount's counters waited up to a round for a fresh snapshot."""
+    read_mode_tick_seconds: float = 1.0
+    """Seconds between a read-only mount's ticks: the automatic read mode's evidence (its decision needs a row of warm ticks, ``--auto-read-mode``), page files another process evicted let go, opens answered in C counted as cache hits. The test suite sets it short: its waits for a decision or a sweep waited whole ticks."""
+    read_mode_drain_seconds: float = 5.0
+    """The longest an automatic read mode's switch to zero-message opens waits for the passthrough handles open at its start to close before it is given up (docs/fuse.md)."""
     flush_interval: float = 30.0
     """Seconds between write-back flushes."""
     journal_dir: str = ""
