@@ -183,6 +183,8 @@ class CacheConfig(_Section):
     """Most origin requests in flight the scheduler may grow to (reads; write-back uploads have their own limit up to the same)."""
     origin_max_inflight_bytes: Size = 512 * 1024**2
     """Most bytes of origin read bodies in flight (bounds the memory of many parallel large reads)."""
+    stall_memory_seconds: float = 5.0
+    """Seconds an object whose origin read timed out fails at once instead of being asked again (unless the origin answers another request meanwhile; ``datahub.cache.stall_memory``): the kernel and DataLoaders re-ask a failed read at once, and each would wait a whole ``s3.total_timeout`` again; 0 = never remembered. The test suite sets it short: its readers retrying across a stall waited the memory out."""
     prefetch_concurrency: int = 128
     """Warm-up workers (``datahub prefetch``, mount warm-up); they may block in the origin scheduler, which decides how many of their requests run at once. Hint and readahead use up to 8."""
     warmup_idle_seconds: float = 30.0
