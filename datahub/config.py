@@ -183,6 +183,8 @@ class CacheConfig(_Section):
     """Most origin requests in flight the scheduler may grow to (reads; write-back uploads have their own limit up to the same)."""
     origin_max_inflight_bytes: Size = 512 * 1024**2
     """Most bytes of origin read bodies in flight (bounds the memory of many parallel large reads)."""
+    stall_memory_seconds: float = 5.0
+    """Seconds an object whose origin read timed out fails at once instead of being asked again (unless the origin answers another request meanwhile; ``datahub.cache.stall_memory``): the kernel and DataLoaders re-ask a failed read at once, and each would wait a whole ``s3.total_timeout`` again; 0 = never remembered. The test suite sets it short: its readers retrying across a stall waited the memory out."""
     prefetch_concurrency: int = 128
     """Warm-up workers (``datahub prefetch``, mount warm-up); they may block in the origin scheduler, which decides how many of their requests run at once. Hint and readahead use up to 8."""
     warmup_idle_seconds: float = 30.0
@@ -227,6 +229,10 @@ class CacheConfig(_Section):
 
     maintain_interval: float = 2.0
     """Seconds between the cache's maintenance rounds: pins reloaded, each tier's upkeep, and the stats snapshot that ``datahub cache stats`` and /metrics read (eviction does not wait for a round: a full tier wakes it). The test suite sets it short: its polls of a mount's counters waited up to a round for a fresh snapshot."""
+    read_mode_tick_seconds: float = 1.0
+    """Seconds between a read-only mount's ticks: the automatic read mode's evidence (its decision needs a row of warm ticks, ``--auto-read-mode``), page files another process evicted let go, opens answered in C counted as cache hits. The test suite sets it short: its waits for a decision or a sweep waited whole ticks."""
+    read_mode_drain_seconds: float = 5.0
+    """The longest an automatic read mode's switch to zero-message opens waits for the passthrough handles open at its start to close before it is given up (docs/fuse.md)."""
     flush_interval: float = 30.0
     """Seconds between write-back flushes."""
     journal_dir: str = ""

@@ -39,7 +39,7 @@ from fuse_adapter.hop import Hop, Job
 from fuse_adapter.mount_sys import requests_in_c
 from fuse_adapter.page_files import still_verified, verified_fd
 from fuse_adapter.passthrough import PassthroughOpens, Route, open_route
-from fuse_adapter.read_mode import ReadMode, min_opens_for
+from fuse_adapter.read_mode import DRAIN_SECONDS, ReadMode, min_opens_for
 from fuse_adapter.readonly import DIR_MODE, FILE_MODE, IO_SIZE, ReadOnlyView, Stat
 from fuse_adapter.uring import transport_stats
 
@@ -205,7 +205,9 @@ class ReadOnlyOps(Ops):
     to the policies (``passthrough``, ``fastread``) and publishes LOOKUP answers.
     """
 
-    def __init__(self, view: ReadOnlyView, fast: FastPath, *, threads: int = 32) -> None:
+    def __init__(
+        self, view: ReadOnlyView, fast: FastPath, *, threads: int = 32, drain_seconds: float = DRAIN_SECONDS
+    ) -> None:
         super().__init__(threads, abandon=True)
         self.view = view
         self.fast = fast
@@ -223,6 +225,7 @@ class ReadOnlyOps(Ops):
             fastread=self.fastread,
             still_verified=lambda ino, fd: still_verified(view, ino, fd),
             min_opens=min_opens_for(view.tree.inode_count()),
+            drain_seconds=drain_seconds,
         )
 
     def init(self) -> None:

@@ -99,6 +99,12 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
     unmounted. Blocks."""
     mountpoint = m.mountpoint
     config = ctx.config
+    if config.cache.read_mode_tick_seconds <= 0 or config.cache.read_mode_drain_seconds < 0:
+        raise InvalidInput(
+            f"cache.read_mode_tick_seconds must be positive ({config.cache.read_mode_tick_seconds}) and "
+            f"cache.read_mode_drain_seconds not negative ({config.cache.read_mode_drain_seconds}): "
+            "fix them in the configuration"
+        )
     source = open_source(config, ctx.stores, use_cache=m.use_cache)
 
     def catalog_factory():
@@ -185,7 +191,7 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
         transport = mount_transport(m.asked.io_uring, m.asked.fastloop and BUILD.fastloop and BUILD.uring)
         fast = decide(m.asked, BUILD, backs_files=backs_files, transport=transport)
         log.info("fast path: %s", fast.summary())
-        ops = ReadOnlyOps(view, fast, threads=m.threads)
+        ops = ReadOnlyOps(view, fast, threads=m.threads, drain_seconds=config.cache.read_mode_drain_seconds)
         source.report_mount(
             lambda: {
                 "mountpoint": mountpoint,
@@ -202,7 +208,10 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
         if ops.passthrough.wanted or ops.fastread.active:  # an evicted page file is let go at once
             getattr(source, "watch_backing", lambda listener: None)(ops.backing_evicted)
             threading.Thread(
-                target=_count_c_hits, args=(ops, view, stopping), name="datahub-c-hits", daemon=True
+                target=_count_c_hits,
+                args=(ops, view, stopping, config.cache.read_mode_tick_seconds),
+                name="datahub-c-hits",
+                daemon=True,
             ).start()
         log.info(
             "opens: %s; READs in C: %s; read mode: %s",
@@ -250,13 +259,11 @@ def say_foreground(m: MountSettings, command: str = "datahub") -> None:
         )
 
 
-C_HITS_EVERY = 1.0  # seconds between reports of opens answered in C to the cache
-
-
-def _count_c_hits(ops: ReadOnlyOps, view: ReadOnlyView, stopping: threading.Event) -> None:
+def _count_c_hits(ops: ReadOnlyOps, view: ReadOnlyView, stopping: threading.Event, every: float) -> None:
     """Opens and READs pyfuse3 answered in C never reach the cache, which would take hot
-    files for cold ones and evict them first: report them as hits, once per file per period."""
-    while not stopping.wait(C_HITS_EVERY):
+    files for cold ones and evict them first: report them as hits, once per file per period
+    (``every``: ``cache.read_mode_tick_seconds``, also the read mode's tick)."""
+    while not stopping.wait(every):
         ops.read_mode_tick()  # the automatic read mode's evidence, once a tick
         ops.sweep_backing()  # page files another process evicted: their space back
         inos = ops.passthrough.drain_hits() + ops.fastread.drain_hits()

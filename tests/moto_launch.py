@@ -36,8 +36,8 @@ def read_module_list_once() -> None:
     backends.list_of_moto_modules = lambda: modules
 
 
-def exit_with_parent(poll: float = 1.0) -> None:
-    """End this server when the process that started it is gone (reparented).
+def exit_with_parent(poll: float = 0.25) -> None:
+    """End this server when the process that started it is gone (reparented), within ``poll`` s.
 
     Why: a suite stopped by Ctrl-C or a killed xdist worker never ran the fixture's teardown,
     and its moto servers lived on, two of them at 100 % CPU and deaf to SIGTERM (suiteB26);

@@ -174,6 +174,7 @@ def open_cache(config: Config, stores, *, fetch_workers: bool = False) -> Tiered
             scheduler=process_scheduler(
                 c.origin_concurrency, maximum=c.origin_max_concurrency, max_bytes=c.origin_max_inflight_bytes
             ),
+            stall_seconds=c.stall_memory_seconds,
         ),
         page_size=c.page_size,
         prefetch_concurrency=c.prefetch_concurrency,

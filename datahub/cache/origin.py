@@ -37,7 +37,7 @@ from datahub.cache import selfverify
 from datahub.cache.counters import Counters
 from datahub.cache.pages import PageKey
 from datahub.cache.scheduler import OriginScheduler
-from datahub.cache.stall_memory import StallMemory
+from datahub.cache.stall_memory import STALL_MEMORY, StallMemory
 from datahub.errors import ObjectChanged
 from datahub.storage.base import ObjectStore
 
@@ -86,13 +86,20 @@ class OriginCounters(Counters):
 
 class Origin:
     def __init__(
-        self, stores, concurrency: int = 16, *, scheduler: OriginScheduler | None = None
-    ) -> None:  # stores: datahub.storage.StoreRegistry
-        """``scheduler``: the process's (``process_scheduler``); else a private one starting at ``concurrency``."""
+        self,
+        stores,  # datahub.storage.StoreRegistry
+        concurrency: int = 16,
+        *,
+        scheduler: OriginScheduler | None = None,
+        stall_seconds: float = STALL_MEMORY,
+    ) -> None:
+        """``scheduler``: the process's (``process_scheduler``); else a private one starting at
+        ``concurrency``. ``stall_seconds``: how long a timed-out object fails at once
+        (``cache.stall_memory_seconds``)."""
         self.stores = stores
         self.scheduler = scheduler or OriginScheduler(concurrency)
         self.counters = OriginCounters()
-        self.stalls = StallMemory()
+        self.stalls = StallMemory(stall_seconds)
         self._listeners: list[Callable[[str, str], None]] = []
 
     def watch(self, listener: Callable[[str, str], None]) -> None:

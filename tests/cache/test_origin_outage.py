@@ -25,7 +25,10 @@ from tests.cache.conftest import put_objects, with_cache
 from tests.storage.stallserver import StallingServer
 from tests.storage.test_s3_stall import run_guarded
 
-GUARD = 30.0  # seconds a retrying reader may take to see a recovered origin (the memory is 5 s)
+GUARD = 30.0  # seconds a retrying reader may take to see a recovered origin (the memory is STALL_MEMORY)
+#: seconds a stall is remembered here (``cache.stall_memory_seconds``, 5 s by default): the
+#: read asked again at once still meets the memory, and a retrying reader waits less of it out
+STALL_MEMORY = 2.0
 
 
 @pytest.fixture
@@ -41,7 +44,11 @@ def outage(tmp_path: Path, moto_endpoint):
             update={"endpoint_url": proxy.url, "max_attempts": 2, "read_timeout": 60.0, "total_timeout": 1.0}
         )
         config = with_cache(
-            base.model_copy(update={"s3": s3}), page_size=1 << 20, ram_bytes=1 << 22, disk_bytes=1 << 22
+            base.model_copy(update={"s3": s3}),
+            page_size=1 << 20,
+            ram_bytes=1 << 22,
+            disk_bytes=1 << 22,
+            stall_memory_seconds=STALL_MEMORY,
         )
         with StoreRegistry(config) as registry, open_cache(config, registry) as cache:
             yield proxy, cache, objects
@@ -93,6 +100,7 @@ def test_the_first_read_after_a_refusing_origin_recovers_reaches_it(outage) -> N
 def test_a_reader_polling_across_a_stall_sees_the_origin_return(outage) -> None:
     proxy, cache, objects = outage
     (ref, data), *_ = objects
+    assert cache.origin.stalls.seconds == STALL_MEMORY  # the setting reached the process's origin
     proxy.set_mode("stall")
     error = run_guarded(lambda: cache.read(ref))
     assert isinstance(error, TransientStorageError) and error.details.get("timed_out"), error

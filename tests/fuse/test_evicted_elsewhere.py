@@ -24,16 +24,19 @@ from tests.fuse.fast_sweep_mount import SLOTS
 from tests.fuse.test_evicted_published import _published, _removed_page_files_held
 from tests.fuse.test_fastread import forget_pages, read_buffered
 from tests.fuse.test_passthrough import FILES, GUARD, page_files, warm_into_disk
+from tests.fuse.ticks import short_ticks
 
 pytestmark = pytest.mark.fuse
 
-LET_GO = 45.0  # seconds: the sweep covers a full table (8,192 slots) in 4 ticks of 1 s here; slack for load
+LET_GO = (
+    45.0  # seconds: the sweep covers a full table (8,192 slots) in 4 ticks (tests.fuse.ticks); slack for load
+)
 SWEEPER = "tests.fuse.fast_sweep_mount"  # the mount daemon with SWEEP_SLOTS raised to SLOTS
 
 
 @pytest.fixture
 def files(env: FuseEnv) -> Dataset:
-    return upload_dataset(env, "el", FILES)
+    return upload_dataset(short_ticks(env), "el", FILES)
 
 
 @pytest.mark.parametrize(

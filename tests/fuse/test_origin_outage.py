@@ -1,7 +1,7 @@
 """Reads through a real version mount across an origin outage (issue 23), with warm-up on
 (the default) and off: right after a refusing origin comes back every file reads
 byte-exact, and a reader retrying once a second across a stall's recovery reads the file
-once the remembered timeout (5 s) is up, never later. Real moto behind a TCP proxy that
+once the remembered timeout (``cache.stall_memory_seconds``, STALL_MEMORY here) is up, never later. Real moto behind a TCP proxy that
 refuses or stalls; only "before a generous guard" is asserted about time."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from tests.fuse.test_bucket_warmup import put_all
 from tests.storage.test_s3_stall import run_guarded
 
 GUARD = 30.0
+STALL_MEMORY = 2.0  # seconds a stall is remembered here (5 s by default): the reader waits less of it out
 
 
 def outage_env(tmp_path: Path, moto_endpoint, proxy: OutageProxy, n: int = 30):
@@ -28,6 +29,7 @@ def outage_env(tmp_path: Path, moto_endpoint, proxy: OutageProxy, n: int = 30):
     text = env.config_path.read_text()
     text = re.sub(r'endpoint_url = ".*"', f'endpoint_url = "{proxy.url}"', text)
     text = text.replace("max_attempts = 3\n", "max_attempts = 2\nread_timeout = 60.0\ntotal_timeout = 1.0\n")
+    text += f"stall_memory_seconds = {STALL_MEMORY}\n"  # the [cache] section is the file's last
     env.config_path.write_text(text)
     return env, objects
 

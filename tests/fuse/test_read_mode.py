@@ -20,6 +20,7 @@ from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, upload_dataset, 
 from tests.fuse.fuse_tracepoint import FuseRequests
 from tests.fuse.test_fastread import forget_pages, read_buffered, read_py
 from tests.fuse.test_passthrough import FILES, GUARD, flip_byte, mount_stats, page_file_of, warm_into_disk
+from tests.fuse.ticks import short_ticks
 from tests.pagecache import pinned_in_page_cache, resident_pages
 
 pytestmark = pytest.mark.fuse
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.fuse
 
 @pytest.fixture
 def files(env: FuseEnv) -> Dataset:
-    return upload_dataset(env, "am", FILES)
+    return upload_dataset(short_ticks(env), "am", FILES)
 
 
 def page_files_by_key(env: FuseEnv) -> dict[str, Path]:
@@ -99,7 +100,8 @@ def test_ssd_tier_hits_stay_in_passthrough_and_send_no_read(env: FuseEnv, files:
             counts = req.counts()
             assert not counts["FUSE_READ"], counts
             assert counts["FUSE_OPEN"] == len(FILES), counts
-        time.sleep(2.5)  # two ticks of the decision
+        # the decision's ticks took every pass's opens in (the row shows the counters of its last tick)
+        wait_until(lambda: mount_stats(env).get("read_mode_opens_sampled", 0) >= 3 * len(FILES), GUARD)
         s = mount_stats(env)
         assert s["read_mode"] == "auto: passthrough", s
         assert s["read_mode_opens_sampled"] >= 3 * len(FILES) and s["read_mode_opens_resident"] == 0, s

@@ -22,13 +22,14 @@ from tests.fuse.test_evicted_elsewhere import LET_GO
 from tests.fuse.test_evicted_published import _published
 from tests.fuse.test_fastread import forget_pages, read_buffered
 from tests.fuse.test_passthrough import FILES, GUARD, page_file_of, page_files, warm_into_disk
+from tests.fuse.ticks import short_ticks
 
 pytestmark = pytest.mark.fuse
 
 
 @pytest.fixture
 def files(env: FuseEnv) -> Dataset:
-    return upload_dataset(env, "rp", FILES)
+    return upload_dataset(short_ticks(env), "rp", FILES)  # the sweep comes a tick after the swap
 
 
 def _replace_with_other_bytes(path: Path) -> bytes:

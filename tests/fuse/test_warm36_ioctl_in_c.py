@@ -22,6 +22,7 @@ from tests.fuse.conftest import Dataset, FuseEnv, polled_mount, upload_dataset, 
 from tests.fuse.fuse_tracepoint import FuseRequests
 from tests.fuse.test_fastread import read_py
 from tests.fuse.test_passthrough import FILES, GUARD, mount_after, warm_into_disk
+from tests.fuse.ticks import TICK, short_ticks
 
 pytestmark = pytest.mark.fuse
 
@@ -36,7 +37,7 @@ MODES = {
 
 @pytest.fixture
 def files(env: FuseEnv) -> Dataset:
-    return upload_dataset(env, "io", FILES)
+    return upload_dataset(short_ticks(env), "io", FILES)
 
 
 def warm_open_pass(mnt: Path, root: Path) -> dict[str, int]:
@@ -54,7 +55,7 @@ def row_from_now(env: FuseEnv) -> dict:
 
 
 def warmed(env: FuseEnv, mnt: Path, root: Path, sends: set[str]) -> None:
-    """Warm passes (a pause between them: the automatic mode decides once a second) until one
+    """Warm passes (a pause between them: the automatic mode decides once a tick) until one
     sends only what a warm open of this mode sends, and no READ."""
     deadline = time.monotonic() + GUARD
     while True:
@@ -62,7 +63,7 @@ def warmed(env: FuseEnv, mnt: Path, root: Path, sends: set[str]) -> None:
         if set(counts) <= sends and not counts.get("FUSE_READ"):
             return
         assert time.monotonic() < deadline, f"still sending {counts} after {GUARD} s"
-        time.sleep(1.2)
+        time.sleep(1.2 * TICK)
 
 
 @pytest.mark.parametrize("mode", list(MODES))

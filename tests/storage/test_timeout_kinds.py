@@ -18,7 +18,9 @@ def store_at(tmp_path, url: str, lean: bool) -> S3Store:
     config = make_config(tmp_path).s3
     config.endpoint_url, config.region = url, "us-east-1"
     config.access_key_id, config.secret_access_key = "test", "test"
-    config.max_attempts, config.connect_timeout, config.read_timeout = 2, 5.0, 5.0
+    # a stall ends at the read timeout: 1 s is one as well as 5 s (the connect timeout stays long:
+    # a refused connection must fail at once, not time out)
+    config.max_attempts, config.connect_timeout, config.read_timeout = 2, 5.0, 1.0
     config.total_timeout = 1.0
     return S3Store("b", "", config, lean_get=lean)
 
