@@ -9,6 +9,7 @@ descriptor leaked beyond 0-2, a crash reported, ``run``'s capture and timeout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,29 @@ def wait_ready(proc: ZygoteProcess | subprocess.Popen, tmp_path: Path) -> None:
         time.sleep(0.02)
 
 
+def fresh_signals() -> dict[str, str]:
+    """The dispositions a fresh interpreter started from this process has (SIGINT is ignored
+    in one started from a background job: CPython keeps an inherited SIG_IGN)."""
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / f"fresh-{uuid.uuid4()}.json"
+    try:
+        with open(os.devnull, "wb") as null:
+            cmd = [sys.executable, "-m", CHILD, "report", str(path)]
+            subprocess.run(cmd, stdout=null, stderr=null, cwd=zygote.REPO, check=True, timeout=WAIT)
+        return json.loads(path.read_text())["signals"]
+    finally:
+        path.unlink(missing_ok=True)
+
+
+@contextlib.contextmanager
+def disposition(sig: int, handler: object) -> Iterator[None]:
+    """``sig``'s disposition in this process set to ``handler`` for the block."""
+    before = signal.signal(sig, handler)
+    try:
+        yield
+    finally:
+        signal.signal(sig, before)
+
+
 def report(kind: str, tmp_path: Path, cwd: Path, *extra: str) -> dict:
     path = tmp_path / "report.json"
     proc = start(kind, tmp_path, "report", str(path), *extra, cwd=cwd)
@@ -96,7 +121,8 @@ def test_exit_codes_and_a_crash_are_reported(
     ],
 )
 def test_a_signal_death_is_seen_as_minus_the_signal(kind: str, tmp_path: Path, how: str, code: int) -> None:
-    proc = start(kind, tmp_path, "sleep")
+    with disposition(signal.SIGINT, signal.default_int_handler):  # not ignored, even in a background job
+        proc = start(kind, tmp_path, "sleep")
     wait_ready(proc, tmp_path)
     assert proc.poll() is None and proc.returncode is None
     with pytest.raises(subprocess.TimeoutExpired):
@@ -135,14 +161,19 @@ def test_environment_cwd_argv_signals_and_descriptors_are_a_fresh_interpreters(
     assert got["argv"] == [str(zygote.REPO / "tests" / "zygote_child.py"), "report", path, "an arg"]
     assert got["cmdline"] == [sys.executable, "-m", CHILD, "report", path, "an arg"]
     assert got["fds"] == []
-    assert got["signals"] == {
-        "SIGINT": "KeyboardInterrupt",
-        "SIGPIPE": "ignore",
-        "SIGCHLD": "default",
-        "SIGTERM": "default",
-        "SIGXFSZ": "ignore",
-    }
+    assert got["signals"] == fresh_signals()
     assert got["preloaded"] == (kind == "zygote")  # the fork is what was measured, not a fresh start
+
+
+def test_an_ignored_signal_and_the_blocked_mask_are_inherited_as_through_exec(
+    kind: str, tmp_path: Path
+) -> None:
+    with disposition(signal.SIGTERM, signal.SIG_IGN), disposition(signal.SIGINT, signal.default_int_handler):
+        got = report(kind, tmp_path, tmp_path)
+    assert got["signals"]["SIGTERM"] == "ignore"
+    assert got["signals"]["SIGINT"] == "KeyboardInterrupt"  # a handler is reset by exec, then CPython's
+    with disposition(signal.SIGINT, signal.SIG_IGN):
+        assert report(kind, tmp_path, tmp_path)["signals"]["SIGINT"] == "ignore"
 
 
 def test_the_rewritten_cmdline_names_the_mount_daemon(kind: str, tmp_path: Path) -> None:

@@ -149,6 +149,39 @@ def set_cmdline(argv: Sequence[str]) -> None:
     _argv_buffer = buf
 
 
+#: what CPython ignores at start-up whatever it inherited
+_STARTUP_IGNORED = (signal.SIGPIPE, signal.SIGXFSZ)
+
+
+def _fresh_signals(ignored: set[int]) -> None:
+    """The dispositions of a fresh interpreter exec'd by the caller: what the caller ignores
+    stays ignored (exec keeps SIG_IGN), a handled signal is back to default (exec resets it),
+    then CPython's own start: SIGINT raises KeyboardInterrupt unless ignored, SIGPIPE and
+    SIGXFSZ ignored."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        if sig in ignored or sig in _STARTUP_IGNORED:
+            handler = signal.SIG_IGN
+        elif sig == signal.SIGINT:
+            handler = signal.default_int_handler
+        else:
+            handler = signal.SIG_DFL
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(sig, handler)
+
+
+def _caller_signals() -> tuple[list[int], list[int]]:
+    """The signals this process ignores and the calling thread blocks: what a Popen child
+    inherits through exec."""
+    ignored = []
+    for sig in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError):
+            if signal.getsignal(sig) is signal.SIG_IGN and sig not in _STARTUP_IGNORED:
+                ignored.append(int(sig))
+    return ignored, [int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])]
+
+
 def _exit_code(exc: SystemExit) -> int:
     """What ``python`` exits with for an uncaught SystemExit (its message on stderr)."""
     code = exc.code
@@ -168,7 +201,8 @@ def _run_child(request: dict, fds: list[int], started: int) -> None:
     code = 1
     try:
         signal.set_wakeup_fd(-1)
-        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        _fresh_signals(set(request["ignored"]))
+        signal.pthread_sigmask(signal.SIG_SETMASK, request["blocked"])
         for target, fd in enumerate(fds):
             os.dup2(fd, target, inheritable=True)
         os.closerange(3, started)
@@ -421,7 +455,16 @@ class Zygote:
         return py(env) == py(self.env) and self.proc.poll() is None
 
     def spawn(self, args: list[str], env: dict[str, str], cwd: str, fds: Sequence[int]) -> ZygoteProcess:
-        request = json.dumps({"op": "spawn", "argv": args, "env": env, "cwd": cwd}).encode()
+        ignored, blocked = _caller_signals()
+        request = {
+            "op": "spawn",
+            "argv": args,
+            "env": env,
+            "cwd": cwd,
+            "ignored": ignored,
+            "blocked": blocked,
+        }
+        request = json.dumps(request).encode()
         with self._lock:
             socket.send_fds(self._sock, [request], list(fds))
             msg, got, _flags, _addr = socket.recv_fds(self._sock, _MSG, 1)

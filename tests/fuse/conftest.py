@@ -1,4 +1,6 @@
-"""Real mounts for the FUSE tests: the daemon runs as a subprocess (so kill -9 is real).
+"""Real mounts for the FUSE tests: the daemon runs as a process of its own (so kill -9 is real),
+forked from the worker's pre-imported zygote (tests/zygote.py; ``DATAHUB_TEST_ZYGOTE=0``: a
+fresh interpreter, as before).
 
 Every mount made here is unmounted in teardown, even when the test failed: first the
 clean way (``datahub umount``'s handler, run in the test's process: ``FuseEnv.umount``), then
