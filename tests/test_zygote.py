@@ -36,11 +36,26 @@ def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str
     return request.param
 
 
+_started: list[ZygoteProcess | subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left() -> Iterator[None]:
+    """Every child a test started is gone after it, even when the test failed midway."""
+    yield
+    while _started:
+        proc = _started.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(WAIT)
+
+
 def start(kind: str, tmp_path: Path, *args: str, cwd: Path | None = None) -> ZygoteProcess | subprocess.Popen:
     """``python -m tests.zygote_child ARGS`` with stdout and stderr to ``tmp_path/out``."""
     cmd = [sys.executable, "-m", CHILD, *args]
     with open(tmp_path / "out", "ab") as out:
         proc = zygote.popen(cmd, stdout=out.fileno(), stderr=out.fileno(), cwd=cwd or zygote.REPO)
+    _started.append(proc)
     expected = ZygoteProcess if kind == "zygote" else subprocess.Popen
     assert isinstance(proc, expected)
     assert proc.args == cmd
