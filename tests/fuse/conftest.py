@@ -1,4 +1,6 @@
-"""Real mounts for the FUSE tests: the daemon runs as a subprocess (so kill -9 is real).
+"""Real mounts for the FUSE tests: the daemon runs as a process of its own (so kill -9 is real),
+forked from the worker's pre-imported zygote (tests/zygote.py; ``DATAHUB_TEST_ZYGOTE=0``: a
+fresh interpreter, as before).
 
 Every mount made here is unmounted in teardown, even when the test failed: first the
 clean way (``datahub umount``'s handler, run in the test's process: ``FuseEnv.umount``), then
@@ -29,7 +31,9 @@ from datahub.config import Config, load_config
 from datahub.console.context import CliContext
 from datahub.storage import StoreRegistry
 from fuse_adapter.daemon import is_mounted, read_record
+from tests import zygote
 from tests.servers import MotoServer, S3Endpoint
+from tests.zygote import ZygoteProcess
 
 REPO = Path(__file__).resolve().parents[2]
 MOUNT_TIMEOUT = 60.0
@@ -52,7 +56,7 @@ class FuseEnv:
 
     def cli(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
         cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config_path), *args]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+        proc = zygote.run(cmd, timeout=timeout, cwd=REPO)  # a fork of a pre-imported interpreter
         if check and proc.returncode != 0:
             raise AssertionError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr}")
         return proc
@@ -65,16 +69,18 @@ class FuseEnv:
     @contextlib.contextmanager
     def mounted(
         self, mountpoint: Path, *args: str, module: str = "fuse_adapter"
-    ) -> Iterator[subprocess.Popen]:
+    ) -> Iterator[subprocess.Popen | ZygoteProcess]:
         """``datahub mount MOUNTPOINT ARGS --foreground`` for the duration of the block.
 
         ``module``: what ``python -m`` runs, a launcher of fuse_adapter's own ``main`` with a
-        constant lowered (e.g. tests/writeback/small_reserve_mount.py)."""
+        constant lowered (e.g. tests/writeback/small_reserve_mount.py). The daemon is a fork of
+        this process's pre-imported interpreter (tests/zygote.py), or a fresh one with
+        ``DATAHUB_TEST_ZYGOTE=0``: the same argv, environment, working directory and streams."""
         log_path = self.root / f"mount-{mountpoint.name}.log"
         cmd = [sys.executable, "-m", module, "--config", str(self.config_path)]
         cmd += ["mount", str(mountpoint), *args, "--foreground"]
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO)
+            proc = zygote.popen(cmd, stdout=log.fileno(), stderr=log.fileno(), cwd=REPO)
         try:
             # ready as `--background` is: mounted AND its record written (``ready()`` writes it
             # just after the kernel's mount shows; a `datahub umount` in between finds no record
@@ -92,7 +98,7 @@ class FuseEnv:
         finally:
             self.teardown(mountpoint, proc)
 
-    def teardown(self, mountpoint: Path, proc: subprocess.Popen | None) -> None:
+    def teardown(self, mountpoint: Path, proc: subprocess.Popen | ZygoteProcess | None) -> None:
         if proc is None or proc.poll() is None or is_mounted(str(mountpoint)):
             self.umount(mountpoint)
         if is_mounted(str(mountpoint)):
