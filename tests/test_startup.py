@@ -101,7 +101,7 @@ def test_catalog_commands_import_no_storage_server_or_cache_library(
     tmp_path: Path, home: Path, argv: tuple[str, ...]
 ) -> None:
     # suite36: ls, log, diff and commit built the API's pydantic models (datahub.api.schemas) to
-    # print their rows, a quarter of `datahub ls`'s CPU; a change set of plain puts
+    # print their rows, 12 % of a small `datahub ls`'s CPU; a change set of plain puts
     # (datahub.catalog.put_lines: compact, s3:// URLs) needs none
     changes = tmp_path / "changes.jsonl"
     changes.write_text('{"op":"put","record":{"key":"new.txt","url":"s3://b/new.txt","etag":"e","size":1}}\n')

@@ -4,7 +4,8 @@ Why a module of plain functions: the CLI prints these rows (``datahub ls --json`
 ``diff``, ``commit``, ``tag``, ``derive``, ``export``, ``dataset list``) and the API answers
 with them. The CLI built the API's pydantic models (``datahub.api.schemas``) to dump them
 again, which made every such command import and build the API's 20-odd request and response
-models (about 0.09 CPU-s of a 0.35 CPU-s ``datahub ls``) and validate each record it printed.
+models (0.05 of the 0.39 CPU-s of a small ``datahub ls``, docs/benchmarks.md, suite36) and
+validate each record it printed (0.15 CPU-s of a 20,000-record ``ls --json``).
 The API's ``*_public`` models are built from these rows, so both show the same fields;
 ``tests/cli/test_public_rows.py`` holds the rows equal to the models' JSON dumps.
 
