@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, WithJsonSchema
 
-from datahub.catalog import model
+from datahub.catalog import model, public
 from datahub.validation import (
     ACL_PRINCIPAL_PATTERN,
     KEY_PATTERN,
@@ -280,57 +280,21 @@ class ErrorBody(BaseModel):
 
 
 # --- conversions -------------------------------------------------------------------------------
+# The fields come from datahub.catalog.public, which the CLI prints without these models.
 def dataset_public(d: model.Dataset, head: int) -> DatasetPublic:
-    return DatasetPublic(
-        name=d.name,
-        description=d.description,
-        source=d.source,
-        owner=d.owner,
-        acl=dict(d.acl),
-        sources=list(d.sources),
-        created_at=d.created_at,
-        head=head,
-        revision=d.revision,
-    )
+    return DatasetPublic(**public.dataset_row(d, head))
 
 
 def version_public(v: model.Version) -> VersionPublic:
-    return VersionPublic(
-        dataset=v.dataset,
-        seq=v.seq,
-        parent=v.parent,
-        message=v.message,
-        author=v.author,
-        created_at=v.created_at,
-        tags=list(v.tags),
-        record_count=v.record_count,
-        total_bytes=v.total_bytes,
-        added=v.added,
-        removed=v.removed,
-        modified=v.modified,
-        lineage=dict(v.lineage),
-    )
+    return VersionPublic(**public.version_row(v))
 
 
 def record_public(r: model.Record) -> RecordPublic:
-    return RecordPublic(
-        key=r.key,
-        url=r.url,
-        etag=r.etag,
-        size=r.size,
-        checksum=r.checksum,
-        meta=dict(r.meta),
-        labels=dict(r.labels),
-    )
+    return RecordPublic(**public.record_row(r))
 
 
 def diff_public(e: model.DiffEntry) -> DiffEntryPublic:
-    return DiffEntryPublic(
-        kind=e.kind,
-        key=e.key,
-        old=record_public(e.old) if e.old is not None else None,
-        new=record_public(e.new) if e.new is not None else None,
-    )
+    return DiffEntryPublic(**public.diff_row(e))
 
 
 def to_change(c: PutChange | DeleteChange | PatchChange) -> model.Change:

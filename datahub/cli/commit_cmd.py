@@ -162,8 +162,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         author=author_or_default(args.author),
         commit_id=args.commit_id,
     )
-    from datahub.api.schemas import version_public
+    from datahub.catalog.public import version_row
 
-    data = version_public(version).model_dump(mode="json")
+    data = version_row(version)
     ctx.emit(data, text=f"committed {version.dataset}@v{version.seq}: {count} changes")
     return 0

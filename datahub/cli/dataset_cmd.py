@@ -67,9 +67,9 @@ def parse_grants(items: list[str]) -> dict[str, str]:
 
 
 def _public(ctx: CliContext, dataset) -> dict:
-    from datahub.api.schemas import dataset_public
+    from datahub.catalog.public import dataset_row
 
-    return dataset_public(dataset, ctx.catalog.store.head(dataset.name)).model_dump(mode="json")
+    return dataset_row(dataset, ctx.catalog.store.head(dataset.name))
 
 
 def _owner(owner: str | None) -> str | None:

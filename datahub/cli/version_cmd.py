@@ -99,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def log(args: argparse.Namespace, ctx: CliContext) -> int:
-    from datahub.api.schemas import version_public
+    from datahub.catalog.public import version_row
 
     name = dataset_only(
         args.dataset,
@@ -111,7 +111,7 @@ def log(args: argparse.Namespace, ctx: CliContext) -> int:
     if args.limit is not None and args.limit < 0:  # islice's ValueError was "a datahub bug"
         raise InvalidInput(f"invalid limit {args.limit}: use a number >= 0", limit=args.limit)
     versions = islice(ctx.catalog.log(name), args.limit)
-    ctx.emit([version_public(v).model_dump(mode="json") for v in versions], columns=LOG_COLUMNS)
+    ctx.emit([version_row(v) for v in versions], columns=LOG_COLUMNS)
     return 0
 
 
@@ -156,16 +156,16 @@ def _nothing_listed(ctx: CliContext, name: str, ref: str, prefix: str, where: st
 
 
 def _record_row(record, full: bool) -> dict:
-    from datahub.api.schemas import record_public
+    from datahub.catalog.public import record_row
 
-    row = record_public(record).model_dump(mode="json")
+    row = record_row(record)
     if not full:
         row["labels"] = json.dumps(row["labels"], sort_keys=True) if row["labels"] else "-"
     return row
 
 
 def diff(args: argparse.Namespace, ctx: CliContext) -> int:
-    from datahub.api.schemas import diff_public
+    from datahub.catalog.public import diff_row
 
     # ``diff pets@v1 pets@v2``: the versions are the two arguments after the dataset's name
     to = args.a.rpartition("@")[2]
@@ -176,7 +176,7 @@ def diff(args: argparse.Namespace, ctx: CliContext) -> int:
     )
     entries = ctx.catalog.diff(name, args.a, args.b, prefix=args.prefix)
     if ctx.json_output:
-        ctx.emit_lines((diff_public(e).model_dump(mode="json") for e in entries), columns=())
+        ctx.emit_lines((diff_row(e) for e in entries), columns=())
         return 0
     sign = {"added": "+", "removed": "-", "modified": "~"}
     counts = {"added": 0, "removed": 0, "modified": 0}
@@ -188,7 +188,7 @@ def diff(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def tag(args: argparse.Namespace, ctx: CliContext) -> int:
-    from datahub.api.schemas import version_public
+    from datahub.catalog.public import version_row
 
     dataset_only(
         args.dataset,
@@ -219,7 +219,7 @@ def tag(args: argparse.Namespace, ctx: CliContext) -> int:
     version = catalog.tag(args.dataset, args.tag, target.seq)
     moved = f" (moved from v{before})" if before is not None and before != version.seq else ""
     ctx.emit(
-        {**version_public(version).model_dump(mode="json"), "previous": before},
+        {**version_row(version), "previous": before},
         text=f"{args.dataset}@{args.tag} -> v{version.seq}{moved}",
     )
     return 0
@@ -244,15 +244,15 @@ def export(args: argparse.Namespace, ctx: CliContext) -> int:
 
 
 def _write_ndjson(records, out, progress) -> None:
-    from datahub.api.schemas import record_public
+    from datahub.catalog.public import record_row
 
     for record in records:
-        out.write(json.dumps(record_public(record).model_dump(mode="json"), separators=(",", ":")) + "\n")
+        out.write(json.dumps(record_row(record), separators=(",", ":")) + "\n")
         progress.update(1, record.size)
 
 
 def derive(args: argparse.Namespace, ctx: CliContext) -> int:
-    from datahub.api.schemas import version_public
+    from datahub.catalog.public import version_row
 
     name, ref = split_ref(args.version)
     version = ctx.catalog.derive(
@@ -264,7 +264,7 @@ def derive(args: argparse.Namespace, ctx: CliContext) -> int:
         author=author_or_default(None),
     )
     ctx.emit(
-        version_public(version).model_dump(mode="json"),
+        version_row(version),
         text=f"committed {version.dataset}@v{version.seq}: {version.record_count} records "
         f"({version.added} added, {version.removed} removed, {version.modified} modified)",
     )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import struct
 import zlib
+from collections.abc import Callable
 
 import pytest
 
@@ -11,7 +13,12 @@ from datahub.errors import BadImage, ImageTooLarge
 from datahub.pack.image import image_size, psnr, synthetic_photo, transform_image
 from datahub.pack.spec import TransformSpec
 
-PHOTOS = [synthetic_photo(1200, 900, seed) for seed in range(2)]
+
+@functools.cache
+def photos() -> tuple[bytes, ...]:
+    """Two 1200x900 synthetic photos, made once, when a test first asks: not at import, which
+    every xdist worker pays for collecting this module (0.25 CPU-s each, suite36)."""
+    return tuple(synthetic_photo(1200, 900, seed) for seed in range(2))
 
 
 @pytest.mark.parametrize(
@@ -25,7 +32,7 @@ PHOTOS = [synthetic_photo(1200, 900, seed) for seed in range(2)]
     ids=lambda s: f"{s.resize}-{s.crop or 'nocrop'}-{s.format}",
 )
 def test_draft_mode_matches_the_reference_resize(spec: TransformSpec) -> None:
-    for i, photo in enumerate(PHOTOS):
+    for i, photo in enumerate(photos()):
         fast = transform_image(photo, spec, key=f"p{i}.jpg")
         reference = transform_image(photo, spec, key=f"p{i}.jpg", draft=False)
         assert (fast.width, fast.height) == (reference.width, reference.height)
@@ -33,7 +40,7 @@ def test_draft_mode_matches_the_reference_resize(spec: TransformSpec) -> None:
 
 
 def test_geometry() -> None:
-    photo = PHOTOS[0]  # 1200x900
+    photo = photos()[0]  # 1200x900
     assert image_size(transform_image(photo, TransformSpec(resize="shorter=256"), key="k").data) == (341, 256)
     crop = transform_image(photo, TransformSpec(resize="224x224", crop="center"), key="k")
     assert (crop.width, crop.height) == (224, 224) and image_size(crop.data) == (224, 224)
@@ -49,7 +56,7 @@ def test_exif_orientation_and_explicit_rotation() -> None:
     assert (upright.width, upright.height) == (150, 200)
     as_stored = transform_image(rotated, TransformSpec(resize="shorter=150", rotate="none"), key="k")
     assert (as_stored.width, as_stored.height) == (200, 150)
-    turned = transform_image(PHOTOS[0], TransformSpec(resize="shorter=90", rotate="90"), key="k")
+    turned = transform_image(photos()[0], TransformSpec(resize="shorter=90", rotate="90"), key="k")
     assert (turned.width, turned.height) == (90, 120)
 
 
@@ -59,11 +66,13 @@ def test_zero_byte_image_is_a_clear_error() -> None:
 
 
 @pytest.mark.parametrize(
-    "data",
-    [b"this is not an image", PHOTOS[0][: len(PHOTOS[0]) // 3], b"\xff\xd8\xff\xe0" + b"\x00" * 100],
+    "made",
+    [lambda: b"this is not an image", lambda: photos()[0][: len(photos()[0]) // 3],
+     lambda: b"\xff\xd8\xff\xe0" + b"\x00" * 100],
     ids=["garbage", "truncated", "bad-header"],
-)
-def test_corrupt_image_names_the_key(data: bytes) -> None:
+)  # fmt: skip
+def test_corrupt_image_names_the_key(made: Callable[[], bytes]) -> None:
+    data = made()
     with pytest.raises(BadImage, match="'cats/7.jpg' cannot be decoded") as info:
         transform_image(data, TransformSpec(resize="shorter=64"), key="cats/7.jpg")
     assert info.value.details["key"] == "cats/7.jpg"
@@ -89,7 +98,7 @@ def test_decompression_bomb_is_refused_before_decoding() -> None:
     with pytest.raises(ImageTooLarge, match=r"'big.png' is 10000x10000 = 100000000 pixels"):
         transform_image(_png_header_only(10_000, 10_000), TransformSpec(resize="shorter=64"), key="big.png")
     with pytest.raises(ImageTooLarge, match="over the limit of 10000"):
-        transform_image(PHOTOS[0], TransformSpec(resize="shorter=64", max_pixels=10_000), key="big.jpg")
+        transform_image(photos()[0], TransformSpec(resize="shorter=64", max_pixels=10_000), key="big.jpg")
 
 
 def test_invalid_specs_are_refused() -> None:
