@@ -153,6 +153,14 @@ class Tier(abc.ABC):
         to be read).
         """
 
+    def replace(self, key: PageKey, data: bytes, *, reason: str = "fill") -> bool:
+        """Store ``data`` over a page this tier holds with another length; False if refused.
+
+        Why: a page file can be whole and consistent yet short (outside damage), and ``put``
+        leaves a held page alone. Called only with the origin's bytes for a record they agree
+        with (``TieredCache``). The default is ``put``, for tiers whose store overwrites."""
+        return self.put(key, data, reason=reason)
+
     @abc.abstractmethod
     def delete(self, key: PageKey) -> None: ...
 
@@ -297,6 +305,31 @@ class BudgetedTier(Tier):
         reserved = self.reserve(key, size, hot=hot)
         if reserved is not True:
             return reserved is None  # None: held already
+        try:
+            with tier_failure(self, "store", key) as failure:
+                self._store(key, data)
+        except BaseException:  # a bug: give the reservation back, then raise it
+            self.settle(key, size, stored=False)
+            raise
+        return self.settle(key, size, stored=not failure.failed, reason=reason)
+
+    def replace(self, key: PageKey, data: bytes, *, reason: str = "fill") -> bool:
+        """Store ``data`` over a held page of another length, as every fill stores (``_store``:
+        written aside, then named, so a reader sees the old file or the new one, never a
+        half-written one). The old page's room is given back in the same lock hold that
+        reserves the new one, so no reader re-tracks the old file meanwhile. Not admitted
+        again: the page was held. False if another thread is storing the page now (its bytes
+        are a fill's too) or the store failed."""
+        size = len(data)
+        with self._lock:
+            if key in self._pending:
+                return False
+            old = self._sizes.pop(key, None)
+            if old is not None:
+                self._used -= old
+                self.policy.on_remove(key)
+            self._pending[key] = size
+            self._used += size
         try:
             with tier_failure(self, "store", key) as failure:
                 self._store(key, data)

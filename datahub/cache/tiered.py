@@ -291,10 +291,13 @@ class TieredCache:
         # Leading the fetch now, but a stream may have delivered the page between the
         # caller's miss and this: it is in the fastest tier, and fetching it again would be
         # a second origin request for bytes the cache holds.
+        wrong: list[Tier] = []  # tiers holding the page with another length than expected
         if self.tiers and self.tiers[0].known(key):
             data = self.tiers[0].get(key)
-            if data is not None and len(data) == expected:
-                return data
+            if data is not None:
+                if len(data) == expected:
+                    return data
+                wrong.append(self.tiers[0])
         for i in range(1, len(self.tiers)):
             tier = self.tiers[i]
             data = tier.get(key)
@@ -302,11 +305,27 @@ class TieredCache:
                 continue
             if len(data) != expected:
                 self._wrong_length(tier, key, data, expected)
+                wrong.append(tier)
                 continue
             for upper in self.tiers[:i]:
                 upper.put(key, data, reason="promote", hot=hot)
             return data
-        return self._from_origin(key, expected, self.tiers, to_end=to_end, hot=hot)[0]
+        data = self._from_origin(key, expected, self.tiers, to_end=to_end, hot=hot)[0]
+        # The origin's bytes agree with the record (its length check raised otherwise): the
+        # held page of another length was damaged, not the record. ``put`` left it alone as
+        # held; replace it, or it outlives the origin and fails the object's own record.
+        for tier in wrong:
+            if len(data) == expected and tier.replace(key, data):
+                log.warning(
+                    "%s tier: page %d of %s (etag %s) replaced by the origin's %d bytes, which agree "
+                    "with the record",
+                    tier.name,
+                    key.index,
+                    key.url,
+                    key.etag,
+                    expected,
+                )
+        return data
 
     def _from_origin(
         self, key: PageKey, expected: int, keep: Sequence[Tier], *, to_end: bool, hot: bool = False
@@ -334,10 +353,12 @@ class TieredCache:
         size is what disagrees with the object. Removing the page cost the object's own
         records a refetch (and a passthrough open of theirs), and made a bad record look
         like a damaged cache. The read goes on to the origin, whose length check raises
-        ObjectChanged, as before."""
+        ObjectChanged, as before. Only if the origin's bytes agree with the record is the
+        page the damaged one (whole and consistent, yet short or long: outside damage), and
+        ``_load_below`` then replaces it with those bytes."""
         log.warning(
             "%s tier: page %d of %s (etag %s) has %d bytes, the record being read expects %d: the "
-            "record disagrees with its object; the page stays, the origin is asked",
+            "record disagrees with its object; the origin is asked (the page stays unless its bytes agree with the record)",
             tier.name,
             key.index,
             key.url,

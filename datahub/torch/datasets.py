@@ -76,15 +76,23 @@ class VersionDataset(Dataset):
     ) -> VersionDataset:
         """The records of ``dataset@ref`` (resolved once), after the source's ``check_version``
         (where it has one: CacheSource, MountSource) agrees that it reads that version, so a
-        mount of another version is refused instead of read as this one."""
+        mount of another version is refused instead of read as this one.
+
+        An empty selection (no record under ``prefix`` matches ``where``, or the version has
+        none) is InvalidInput naming the version, the prefix and the filter. Why here: it is
+        never useful for training, and a DataLoader given it died inside torch with
+        ``ValueError: num_samples=0`` (a browser page's PyTorch script, a filter matching
+        nothing), naming neither the selection nor what to change."""
         version = catalog.resolve(dataset, ref)
         check = getattr(source, "check_version", None)
         if check is not None:
             check(dataset, version.seq)
-        made = cls(
-            _files(catalog.list_records(dataset, version.seq, prefix=prefix), where), source, transform
-        )
-        made.version = f"{dataset}@v{version.seq}"
+        name = f"{dataset}@v{version.seq}"
+        records = _files(catalog.list_records(dataset, version.seq, prefix=prefix), where)
+        if not records:
+            raise _empty_selection(name, prefix, where)
+        made = cls(records, source, transform)
+        made.version = name
         return made
 
     def __len__(self) -> int:
@@ -108,6 +116,25 @@ class VersionDataset(Dataset):
     def hinting(self, sampler: Sequence[int] | Any, lookahead: int = 256) -> HintingSampler:
         """Wrap a sampler so the cache learns its order ``lookahead`` indices at a time."""
         return HintingSampler(sampler, self, lookahead)
+
+
+def _empty_selection(name: str, prefix: str, where: str | RecordFilter | None) -> InvalidInput:
+    """The error of a selection with no record: what was asked, and what to change."""
+    asked = [f"under prefix {prefix!r}"] if prefix else []
+    asked += [f"matching filter {str(where)!r}"] if where is not None and str(where) else []
+    chosen = " ".join(asked) if asked else "at all"
+    fix = (
+        "check the prefix= and where= given to VersionDataset.from_catalog (the dataset browser's "
+        "filter shows what a filter matches), or choose another version"
+        if asked
+        else "choose a version with records"
+    )
+    return InvalidInput(
+        f"{name} has no records {chosen}: an empty selection cannot be trained on; {fix}",
+        version=name,
+        prefix=prefix,
+        filter=str(where) if where is not None else None,
+    )
 
 
 def _files(records: Iterable[Record], where: str | RecordFilter | None) -> list[Record]:

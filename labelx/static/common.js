@@ -83,7 +83,10 @@ function crumbs(...parts) {
   nav.replaceChildren();
   parts.forEach((p, i) => {
     if (i) nav.append(el("span.sep", {}, "/"));
-    nav.append(p.href ? el("a", { href: BASE + p.href }, p.text) : el("span", {}, p.text));
+    // a long name (a project's) is what gives up room in the 52 px bar, cut with an ellipsis
+    // and whole in its title; a short crumb ("Projects", "Task 3") stays whole (app.css)
+    const spec = (p.href ? "a" : "span") + (String(p.text).length > 16 ? ".cut" : "");
+    nav.append(el(spec, { href: p.href ? BASE + p.href : null, title: p.text }, p.text));
   });
 }
 
