@@ -33,6 +33,12 @@ WAIT = 60.0
 @pytest.fixture(params=["zygote", "plain"])
 def kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv(zygote.ENV_SWITCH, "1" if request.param == "zygote" else "0")
+    if request.param == "plain":
+        # a fresh interpreter whose working directory is not the checkout finds ``tests`` (the
+        # child's package) only on PYTHONPATH; the zygote's children have the checkout on their
+        # path already (and a PYTHONPATH unlike the zygote's would send them down this path)
+        path = [str(zygote.REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+        monkeypatch.setenv("PYTHONPATH", os.pathsep.join(path))
     return request.param
 
 
