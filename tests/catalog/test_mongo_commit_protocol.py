@@ -107,6 +107,50 @@ def change_set() -> list:
     return [Put(rec(f"k{i:03d}", etag="new")) for i in range(0, 40, 2)] + [Delete("k001"), Put(rec("z"))]
 
 
+def race_on_a_claim(
+    store: MongoCatalogStore,
+    clock: Clock,
+    b_changes: list,
+    *,
+    commit: dict | None = None,
+    b_writer: dict | None = None,
+    wait: float = 60.0,
+) -> dict[str, object]:
+    """A commits ``change_set()`` and holds its claim half-way; B (``second_writer`` with
+    ``b_writer``'s options) starts then, waits on that claim (its ``sleep`` says so), and both
+    run to their end, each with ``commit``'s arguments. Each one's version or exception, by
+    name ("a", "b"). ``wait``: how long A waits for B to wait before it fails the test."""
+    a_claimed, b_waiting = threading.Event(), threading.Event()
+
+    def a_changes():
+        yield from change_set()[:20]
+        a_claimed.set()
+        assert b_waiting.wait(wait), "B never waited for A's claim"
+        yield from change_set()[20:]
+
+    def b_sleep(seconds: float) -> None:
+        b_waiting.set()
+        time.sleep(min(seconds, 0.05))
+
+    results: dict[str, object] = {}
+
+    def run(name: str, cat: Catalog, changes) -> None:
+        try:
+            results[name] = cat.commit("ds", changes, **(commit or {}))
+        except BaseException as exc:  # reported by the callers' assertions
+            results[name] = exc
+
+    a = threading.Thread(target=run, args=("a", second_writer(store, clock), a_changes()))
+    a.start()
+    assert a_claimed.wait(60)
+    b_cat = second_writer(store, clock, sleep=b_sleep, **(b_writer or {}))
+    b = threading.Thread(target=run, args=("b", b_cat, b_changes))
+    b.start()
+    a.join(120)
+    b.join(120)
+    return results
+
+
 def expected_v2() -> dict[str, str]:
     state = {f"k{i:03d}": "e1" for i in range(40)}
     state.update({f"k{i:03d}": "new" for i in range(0, 40, 2)})
@@ -258,33 +302,7 @@ def test_racing_commit_waits_for_the_running_one_then_commits_on_the_new_head(se
     """Like SQLite's write lock: B does not get 409 while A commits; it waits, sees A's version
     (StaleBase inside the store), and the facade commits B on the new head."""
     store, clock = setup
-    a_claimed, b_waiting = threading.Event(), threading.Event()
-
-    def a_changes():
-        yield from change_set()[:20]
-        a_claimed.set()
-        assert b_waiting.wait(60), "B never waited for A's claim"
-        yield from change_set()[20:]
-
-    def b_sleep(seconds: float) -> None:
-        b_waiting.set()
-        time.sleep(min(seconds, 0.05))
-
-    results: dict[str, object] = {}
-
-    def run(name: str, cat: Catalog, changes) -> None:
-        try:
-            results[name] = cat.commit("ds", changes)
-        except BaseException as exc:  # reported by the assertions below
-            results[name] = exc
-
-    a = threading.Thread(target=run, args=("a", second_writer(store, clock), a_changes()))
-    a.start()
-    assert a_claimed.wait(60)
-    b = threading.Thread(target=run, args=("b", second_writer(store, clock, sleep=b_sleep), [Put(rec("b"))]))
-    b.start()
-    a.join(120)
-    b.join(120)
+    results = race_on_a_claim(store, clock, [Put(rec("b"))])
     assert [getattr(results[n], "seq", results[n]) for n in "ab"] == [2, 3]
     cat = Catalog(store)
     assert listing(cat, 2) == expected_v2()

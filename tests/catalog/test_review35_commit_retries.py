@@ -7,8 +7,6 @@ server still runs the first attempt. The retry must answer the version that id m
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -21,6 +19,7 @@ from tests.catalog.test_mongo_commit_protocol import (
     change_set,
     expected_v2,
     listing,
+    race_on_a_claim,
     second_writer,
 )
 from tests.catalog.test_mongo_commit_protocol import atomic_ops as atomic_ops  # the fixture
@@ -43,33 +42,7 @@ def test_a_retry_waiting_on_its_own_first_attempts_claim_answers_that_version(se
     """A (the first attempt) holds the claim of v2; B (its retry: same id, same base 1) waits on
     that claim; A publishes. B must return A's v2, not stale_base, and no v3 appears."""
     store, clock = setup
-    a_claimed, b_waiting = threading.Event(), threading.Event()
-
-    def a_changes():
-        yield from change_set()[:20]
-        a_claimed.set()
-        assert b_waiting.wait(60), "B never waited for A's claim"
-        yield from change_set()[20:]
-
-    def b_sleep(seconds: float) -> None:
-        b_waiting.set()
-        time.sleep(min(seconds, 0.05))
-
-    results: dict[str, object] = {}
-
-    def run(name: str, cat: Catalog, changes) -> None:
-        try:
-            results[name] = cat.commit("ds", changes, base=1, commit_id="import-9")
-        except BaseException as exc:  # reported by the assertions below
-            results[name] = exc
-
-    a = threading.Thread(target=run, args=("a", second_writer(store, clock), a_changes()))
-    a.start()
-    assert a_claimed.wait(60)
-    b = threading.Thread(target=run, args=("b", second_writer(store, clock, sleep=b_sleep), change_set()))
-    b.start()
-    a.join(120)
-    b.join(120)
+    results = race_on_a_claim(store, clock, change_set(), commit={"base": 1, "commit_id": "import-9"})
     assert getattr(results["a"], "seq", results["a"]) == 2
     assert results["b"] == results["a"]
     cat = Catalog(store)
@@ -134,34 +107,14 @@ def test_a_retry_whose_first_attempt_outlasts_the_claim_wait_waits_for_it_not_co
     is live: B waits for it (its lease bounds the wait) and answers its version; a caller who
     gave no id of its own could only have committed the changes again as a second version."""
     store, clock = setup
-    a_claimed, b_waiting = threading.Event(), threading.Event()
-
-    def a_changes():
-        yield from change_set()[:20]
-        a_claimed.set()
-        assert b_waiting.wait(10), "B never waited for A's claim"
-        yield from change_set()[20:]
-
-    def b_sleep(seconds: float) -> None:
-        b_waiting.set()
-        time.sleep(min(seconds, 0.05))
-
-    results: dict[str, object] = {}
-
-    def run(name: str, cat: Catalog, changes) -> None:
-        try:
-            results[name] = cat.commit("ds", changes, base=1, commit_id="import-11")
-        except BaseException as exc:  # reported by the assertions below
-            results[name] = exc
-
-    a = threading.Thread(target=run, args=("a", second_writer(store, clock), a_changes()))
-    a.start()
-    assert a_claimed.wait(60)
-    impatient = second_writer(store, clock, sleep=b_sleep, claim_wait_seconds=0)
-    b = threading.Thread(target=run, args=("b", impatient, change_set()))
-    b.start()
-    a.join(120)
-    b.join(120)
+    results = race_on_a_claim(
+        store,
+        clock,
+        change_set(),
+        commit={"base": 1, "commit_id": "import-11"},
+        b_writer={"claim_wait_seconds": 0},
+        wait=10,
+    )
     assert getattr(results["a"], "seq", results["a"]) == 2
     assert results["b"] == results["a"]
     assert [v.seq for v in Catalog(store).log("ds")] == [2, 1]
