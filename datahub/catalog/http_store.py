@@ -37,6 +37,7 @@ from datahub.catalog.filter import RecordFilter
 from datahub.catalog.leases import HIDDEN_OWNER, LIST_PAGE, Lease, LeaseChange, check_page
 from datahub.catalog.model import (
     DIR_FILE_COLUMNS,
+    BrowserSession,
     Change,
     Dataset,
     Delete,
@@ -496,6 +497,16 @@ class HttpCatalogStore(CatalogStore):
         raise self._tokens_refused()
 
     def list_tokens(self) -> list[TokenInfo]:
+        raise self._tokens_refused()
+
+    # a browser session stands for an API token of the server that checks tokens: its business too
+    def put_browser_session(self, session: BrowserSession, now: float) -> None:
+        raise self._tokens_refused()
+
+    def get_browser_session(self, id_hash: str) -> BrowserSession | None:
+        raise self._tokens_refused()
+
+    def delete_browser_session(self, id_hash: str) -> None:
         raise self._tokens_refused()
 
     def close(self) -> None:

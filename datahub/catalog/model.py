@@ -206,3 +206,14 @@ class TokenInfo:
     created_at: float = 0.0
     description: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class BrowserSession:
+    """A dataset browser sign-in (``datahub.browser.session``): the SHA-256 of the random id its
+    cookie holds, the API token's hash it stands for, and when it ends (epoch seconds). Why not
+    the token in the cookie: sign-out could not end a copy of it, short of revoking the token."""
+
+    id_hash: str
+    token_hash: str
+    expires_at: float

@@ -68,6 +68,7 @@ def create_indexes(db: Any) -> None:
     sides of a diff (the store hints them); ``by_claim`` keys a commit's staged changes by
     epoch; the unique ones make a repeated protocol step a duplicate-key no-op."""
     db["versions"].create_index([("dataset", ASCENDING), ("seq", DESCENDING)], unique=True, name="by_seq")
+    db["browser_sessions"].create_index([("token", ASCENDING)], name="by_token")  # a revoke ends them
     db["versions"].create_index([("dataset", ASCENDING), ("commit_id", ASCENDING)], name="by_commit_id")
     db["commits"].create_index([("dataset", ASCENDING), ("commit_id", ASCENDING)], name="by_commit_id")
     db["tags"].create_index([("dataset", ASCENDING), ("tag", ASCENDING)], unique=True, name="by_tag")

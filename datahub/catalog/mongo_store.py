@@ -39,7 +39,16 @@ from datahub.catalog.leases import (
     taker_of,
     visible_page,
 )
-from datahub.catalog.model import EMPTY, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
+from datahub.catalog.model import (
+    EMPTY,
+    BrowserSession,
+    Dataset,
+    DiffEntry,
+    DirFile,
+    Record,
+    TokenInfo,
+    Version,
+)
 from datahub.catalog.mongo_commit import MongoCommitProtocol
 from datahub.catalog.mongo_dirs import gap_query, subdirectories
 from datahub.catalog.mongo_dirs_backfill import backfill_all
@@ -79,7 +88,7 @@ from datahub.mongo_client import ProcessClient, database_name
 from datahub.procs import PerProcess
 
 _COLLECTIONS = ("datasets", "versions", "records", "tags", "tokens", "commits", "staged", "epochs", "leases",
-                "dirs", "staged_dirs", "dirs_backfill")  # fmt: skip
+                "dirs", "staged_dirs", "dirs_backfill", "browser_sessions")  # fmt: skip
 
 
 class _Handles:
@@ -176,6 +185,7 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
     tags, tokens, commits = _Collection(), _Collection(), _Collection()
     staged, epochs, leases = _Collection(), _Collection(), _Collection()
     dirs, staged_dirs, dirs_backfill = _Collection(), _Collection(), _Collection()
+    browser_sessions = _Collection()
 
     def close(self) -> None:
         """Close this process's client if the store made it (never a parent's, in a child)."""
@@ -489,6 +499,7 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
     def delete_token(self, token_hash: str) -> None:
         with self._translate("delete token"):
             self.tokens.delete_one({"_id": token_hash})
+            self.browser_sessions.delete_many({"token": token_hash})
 
     def list_tokens(self) -> list[TokenInfo]:
         with self._translate("list tokens"):
@@ -498,6 +509,22 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
                       d.get("extra") or {})
             for d in docs
         ]  # fmt: skip
+
+    # --- dataset browser sessions -----------------------------------------------------------------
+    def put_browser_session(self, session: BrowserSession, now: float) -> None:
+        with self._translate("store a browser session"):
+            self.browser_sessions.delete_many({"expires": {"$lt": now}})
+            doc = {"token": session.token_hash, "expires": session.expires_at}
+            self.browser_sessions.replace_one({"_id": session.id_hash}, doc, upsert=True)
+
+    def get_browser_session(self, id_hash: str) -> BrowserSession | None:
+        with self._translate("read a browser session"):
+            doc = self.browser_sessions.find_one({"_id": id_hash})
+        return None if doc is None else BrowserSession(doc["_id"], doc["token"], doc["expires"])
+
+    def delete_browser_session(self, id_hash: str) -> None:
+        with self._translate("delete a browser session"):
+            self.browser_sessions.delete_one({"_id": id_hash})
 
     # --- writer leases: one document per lease, changed by compare-and-swap ----------------------
     def list_leases(

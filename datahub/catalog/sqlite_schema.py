@@ -25,8 +25,9 @@ from datahub.validation import MAX_JSON_DEPTH, Unreadable, load_stored_json
 # 2: versions.commit_digest; 3: datasets.revision; 4: dirs (sqlite_dirs); 5: datasets.sources;
 # 6: leases (writer leases of workspaces, datahub.catalog.leases; made by the CREATE below);
 # 7: leases.dataset (the workspace's commit target, which the API checks a taker's role on);
-# 8: leases_by_target and leases_by_taker (the lease list a caller sees, made below)
-SCHEMA_VERSION = 8
+# 8: leases_by_target and leases_by_taker (the lease list a caller sees, made below);
+# 9: browser_sessions (the dataset browser's sign-ins, datahub.browser.session)
+SCHEMA_VERSION = 9
 # the principal the API server appended to a lease's holder (``host N pid M [PRINCIPAL]``) and
 # its "]": the text after the holder's last "[" (rtrim strips every character but "[" from the
 # right; a principal has none), in built-in functions only, so an index on it needs nothing
@@ -122,6 +123,12 @@ CREATE TABLE IF NOT EXISTS tokens (
     description TEXT NOT NULL DEFAULT '',
     extra TEXT
 );
+CREATE TABLE IF NOT EXISTS browser_sessions (
+    id_hash TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL,
+    expires_at REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS browser_sessions_by_token ON browser_sessions (token_hash);
 """
     + LEASES_TABLE
 )

@@ -44,7 +44,16 @@ from datahub.catalog.leases import (
     check_prune,
     prunable,
 )
-from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version
+from datahub.catalog.model import (
+    BrowserSession,
+    Change,
+    Dataset,
+    DiffEntry,
+    DirFile,
+    Record,
+    TokenInfo,
+    Version,
+)
 from datahub.catalog.record_json import record_json
 from datahub.catalog.revisions import OPEN, merge_diff
 from datahub.catalog.sqlite_commit import head_seq, write_transaction, write_version
@@ -642,6 +651,7 @@ class SQLiteCatalogStore(CatalogStore):
     def delete_token(self, token_hash: str) -> None:
         with self._translate("delete token"), self._conn() as conn:
             conn.execute("DELETE FROM tokens WHERE token_hash = ?", (token_hash,))
+            conn.execute("DELETE FROM browser_sessions WHERE token_hash = ?", (token_hash,))
 
     def list_tokens(self) -> list[TokenInfo]:
         rows = self._query(
@@ -654,6 +664,27 @@ class SQLiteCatalogStore(CatalogStore):
             TokenInfo(h, principal, bool(is_admin), created, description, dict(load_json(extra)))
             for h, principal, is_admin, created, description, extra in rows
         ]
+
+    # --- dataset browser sessions -----------------------------------------------------------------
+    def put_browser_session(self, session: BrowserSession, now: float) -> None:
+        with self._translate("store a browser session"), self._conn() as conn:
+            conn.execute("DELETE FROM browser_sessions WHERE expires_at < ?", (now,))
+            conn.execute(
+                "INSERT OR REPLACE INTO browser_sessions (id_hash, token_hash, expires_at) VALUES (?, ?, ?)",
+                (session.id_hash, session.token_hash, session.expires_at),
+            )
+
+    def get_browser_session(self, id_hash: str) -> BrowserSession | None:
+        rows = self._query(
+            "read a browser session",
+            "SELECT id_hash, token_hash, expires_at FROM browser_sessions WHERE id_hash = ?",
+            (id_hash,),
+        )
+        return BrowserSession(*rows[0]) if rows else None
+
+    def delete_browser_session(self, id_hash: str) -> None:
+        with self._translate("delete a browser session"), self._conn() as conn:
+            conn.execute("DELETE FROM browser_sessions WHERE id_hash = ?", (id_hash,))
 
     # --- writer leases ----------------------------------------------------------------------------
     def list_leases(

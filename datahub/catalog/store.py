@@ -30,7 +30,17 @@ from datahub.catalog.leases import (
     released,
     renewed,
 )
-from datahub.catalog.model import Change, Dataset, DiffEntry, DirFile, Record, TokenInfo, Version, dir_file
+from datahub.catalog.model import (
+    BrowserSession,
+    Change,
+    Dataset,
+    DiffEntry,
+    DirFile,
+    Record,
+    TokenInfo,
+    Version,
+    dir_file,
+)
 from datahub.catalog.record_json import record_json
 from datahub.errors import InvalidInput, PreconditionFailed, RecordNotFound, StaleBase
 from datahub.validation import MAX_KEY_BYTES
@@ -275,6 +285,19 @@ class CatalogStore(abc.ABC):
         """Every stored token, by principal, then oldest first: so an operator finds the id of a
         token ``token create`` showed once (``datahub token list``). A token is a row per
         issued secret (a handful per principal), so one call answers them all."""
+
+    # --- dataset browser sessions (datahub.browser.session) -------------------------------------
+    @abc.abstractmethod
+    def put_browser_session(self, session: BrowserSession, now: float) -> None:
+        """Keep a sign-in; sessions that ended before ``now`` go meanwhile (none is kept past its
+        end: a signed-out browser that never comes back leaves nothing)."""
+
+    @abc.abstractmethod
+    def get_browser_session(self, id_hash: str) -> BrowserSession | None: ...
+
+    @abc.abstractmethod
+    def delete_browser_session(self, id_hash: str) -> None:
+        """Sign-out (``delete_token`` ends a token's sessions too)."""
 
     # --- writer leases (datahub.catalog.leases: the rule every store applies) ------------------
     def acquire_lease(

@@ -535,6 +535,33 @@ def test_tokens(catalog: Catalog) -> None:
     assert [t.token_hash for t in store.list_tokens()] == ["h2", "h0"]
 
 
+def test_browser_sessions(catalog: Catalog) -> None:
+    """The dataset browser's sign-ins (caller36): kept by id hash, ended by sign-out, by the
+    revoke of their token, and dropped once ended when another is kept."""
+    from datahub.catalog import TokenInfo
+    from datahub.catalog.model import BrowserSession
+
+    store = catalog.store
+    if isinstance(store, HttpCatalogStore):
+        with pytest.raises(InvalidInput, match="on the API server"):
+            store.get_browser_session("s1")
+        return
+    store.put_token(TokenInfo("t1", "alice"))
+    store.put_token(TokenInfo("t2", "bob"))
+    assert store.get_browser_session("s1") is None
+    store.put_browser_session(BrowserSession("s1", "t1", 100.0), now=50.0)
+    store.put_browser_session(BrowserSession("s2", "t1", 100.0), now=50.0)
+    store.put_browser_session(BrowserSession("s3", "t2", 60.0), now=50.0)
+    assert store.get_browser_session("s1") == BrowserSession("s1", "t1", 100.0)
+    store.delete_browser_session("s1")  # sign-out
+    assert store.get_browser_session("s1") is None and store.get_browser_session("s2") is not None
+    store.delete_token("t1")  # datahub token revoke
+    assert store.get_browser_session("s2") is None and store.get_browser_session("s3") is not None
+    store.put_browser_session(BrowserSession("s4", "t2", 200.0), now=70.0)  # s3 ended at 60
+    assert store.get_browser_session("s3") is None
+    assert store.get_browser_session("s4") == BrowserSession("s4", "t2", 200.0)
+
+
 def test_open_catalog_urls(tmp_path) -> None:
     from datahub.catalog import open_catalog
 
