@@ -41,6 +41,7 @@ from datahub.errors import (
 )
 from datahub.validation import check_key, check_name, check_prefix
 from datahub.web import Pages, page_headers
+from datahub.web.cookies import delete_cookie, read_cookie, set_cookie
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff")
 PAGE = 100  # entries per page everywhere
@@ -64,7 +65,10 @@ class PageRoute(APIRoute):
                     response.headers["WWW-Authenticate"] = "Bearer"
                 else:
                     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-                    response = RedirectResponse(f"/login?{urlencode({'next': target})}", status_code=303)
+                    query = {"next": target}
+                    if exc.details.get("reason") == "ended":  # a cookie came: say why it no longer opens
+                        query["error"] = "ended"
+                    response = RedirectResponse(f"/login?{urlencode(query)}", status_code=303)
             except DatahubError as exc:
                 response = error_page(request, exc.http_status, exc.code, exc.message)
             except RequestValidationError as exc:
@@ -150,7 +154,7 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
         local_mode=local,
         labelx=b.labelx,
         cli=b.cli,  # the commands a page names run as shown: under make run, the checkout's venv
-        logout_csrf=request.cookies.get(session.LOGIN_CSRF_COOKIE, ""),
+        logout_csrf=read_cookie(request, session.LOGIN_CSRF_COOKIE),
         **values,
     )
     return HTMLResponse(html, status_code=status)
@@ -222,7 +226,7 @@ def favicon() -> Response:
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str = "/", error: str = "") -> Response:
     b = browser_of(request)
-    token = request.cookies.get(session.LOGIN_CSRF_COOKIE) or session.new_login_csrf()
+    token = read_cookie(request, session.LOGIN_CSRF_COOKIE) or session.new_login_csrf()
     response = render(
         request,
         "login.html",
@@ -237,14 +241,7 @@ def login_page(request: Request, next: str = "/", error: str = "") -> Response:
 
 
 def _set_form_cookie(request: Request, response: Response, token: str) -> None:
-    response.set_cookie(
-        session.LOGIN_CSRF_COOKIE,
-        token,
-        httponly=True,
-        samesite="strict",
-        secure=session.secure(request),
-        path="/",
-    )
+    set_cookie(response, request, session.LOGIN_CSRF_COOKIE, token)
 
 
 def _local_path(target: str) -> str:
@@ -262,28 +259,27 @@ def login(
     session.check_form(request, csrf)
     b = browser_of(request)
     try:
-        session.check_token(b.services, token)
+        session_id = session.sign_in(b.services, token)
     except Unauthenticated as exc:
         query = urlencode({"next": _local_path(next), "error": exc.details.get("reason", "invalid")})
         return RedirectResponse(f"/login?{query}", status_code=303)
+    # the session this browser held ends with its cookie (another person signing in on a
+    # shared machine), as LabelX's login does
+    session.sign_out(b.services, read_cookie(request, session.SESSION_COOKIE))
     response = RedirectResponse(_local_path(next), status_code=303)
-    response.set_cookie(
-        session.SESSION_COOKIE,
-        token.strip(),
-        max_age=session.SESSION_SECONDS,
-        httponly=True,
-        samesite="strict",
-        secure=session.secure(request),
-        path="/",
-    )
+    set_cookie(response, request, session.SESSION_COOKIE, session_id, max_age=session.SESSION_SECONDS)
     return response
 
 
 @router.post("/logout")
 def logout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Response:
+    """End the session server-side (a copy of its cookie stops working), then the cookie."""
     session.check_form(request, csrf)
+    b = browser_of(request)
+    if not b.services.config.api.local_mode:
+        session.sign_out(b.services, read_cookie(request, session.SESSION_COOKIE))
     response = RedirectResponse("/login", status_code=303)
-    response.delete_cookie(session.SESSION_COOKIE, path="/")
+    delete_cookie(response, session.SESSION_COOKIE)
     return response
 
 

@@ -1,33 +1,49 @@
 """Who is browsing: exactly the API's callers, with a cookie a browser can carry.
 
 The browser has no accounts of its own: a person signs in with an API token (``datahub token
-create``), which the login form checks against the catalog's token table and keeps in an
-HttpOnly, SameSite=Strict cookie (Secure over https, or when signed in from an https page
-behind a TLS proxy: ``datahub.web.cookies``), so page scripts never see it and no other site
-can send it. Every request looks the token up again, so ``datahub token revoke``
-ends a browser session at once. Scripts may send ``Authorization: Bearer`` instead. In
+create``), which the login form checks against the catalog's token table. The sign-in is a
+browser session kept server-side, in the catalog beside the tokens (``put_browser_session``):
+the cookie holds a random id, the catalog only its SHA-256, the token's hash it stands for and
+its end (``SESSION_SECONDS``). "Sign out" deletes it, so a copy of the cookie (a shared
+machine's profile, a proxy log) stops working at once, and the person's scripts keep their
+token. Every request looks the session and its token up again, so ``datahub token revoke``
+ends the browser sessions of that token at once too. Before caller36 the cookie held the API
+token itself: sign-out only deleted it in that browser, and a copy worked until the token was
+revoked. Such a cookie is refused (the person signs in again).
+
+The cookie is HttpOnly and SameSite=Strict, so page scripts never see it and no other site can
+send it; Secure over https, or when signed in from an https page behind a TLS proxy, and then
+named ``__Host-datahub_session`` (``datahub.web.cookies``), which no page on another port or
+http address of the host can write. Scripts may send ``Authorization: Bearer`` instead. In
 local mode every caller is the API's ``local`` admin and there is no login. The API itself
-never reads the cookie, so it needs no CSRF defence; the browser's only writes are login and
-logout, which check a double-submit token and the Origin header.
+never reads the cookie (a session cannot be turned into an API token: there is no API route
+that makes one), so it needs no CSRF defence; the browser's only writes are login and logout,
+which check a double-submit token and the Origin header.
+
+LabelX keeps its sessions the same way (``labelx.accounts``: the id's hash, whose credential,
+until when), in its own store: its accounts are not the catalog's principals.
 """
 
 from __future__ import annotations
 
 import secrets
+import time
 
 from fastapi import Request
 
 from datahub.api.access import LOCAL, Principal
 from datahub.api.deps import Services
-from datahub.api.tokens import TOKEN_PREFIX, lookup_token
+from datahub.api.tokens import TOKEN_PREFIX, hash_token, lookup_token
+from datahub.catalog.model import BrowserSession
 from datahub.errors import AccessDenied, Unauthenticated
-from datahub.web.cookies import secure_cookie
+from datahub.web.cookies import read_cookie, secure_cookie
 from datahub.web.forms import FOREIGN_FORM, sent_from_elsewhere
 
 SESSION_COOKIE = "datahub_session"
 LOGIN_CSRF_COOKIE = "datahub_login_csrf"
 SESSION_SECONDS = 12 * 3600
 MAX_TOKEN_CHARS = 256
+clock = time.time  # when sessions end is read from (tests move it)
 
 
 def caller(request: Request, services: Services) -> Principal:
@@ -39,8 +55,10 @@ def caller(request: Request, services: Services) -> Principal:
         principal = LOCAL
     else:
         scheme, _, bearer = request.headers.get("authorization", "").partition(" ")
-        token = bearer.strip() if scheme.lower() == "bearer" else request.cookies.get(SESSION_COOKIE, "")
-        principal = _principal(services, token)
+        if scheme.lower() == "bearer":
+            principal = _principal(services, bearer.strip())
+        else:
+            principal = _signed_in(services, read_cookie(request, SESSION_COOKIE))
     request.state.principal = principal
     return principal
 
@@ -53,7 +71,39 @@ SIGN_IN_ERRORS = {
     "missing": "sign in with an API token first (datahub token create)",
     "not_a_token": f"that is not a datahub API token (they start with {TOKEN_PREFIX!r})",
     "invalid": "invalid or revoked token: create a new one with 'datahub token create'",
+    "ended": "your sign-in ended (signed out, expired after 12 hours, or its API token revoked): sign in again",
 }
+
+
+def _signed_in(services: Services, session_id: str) -> Principal:
+    """The principal of a browser session's cookie, while the session and its token last."""
+    if not session_id:
+        raise Unauthenticated(SIGN_IN_ERRORS["missing"], reason="missing")
+    store = services.catalog.store
+    # a cookie from before caller36 holds the API token itself (dh_...): never a session's id
+    found = None
+    if len(session_id) <= MAX_TOKEN_CHARS and not session_id.startswith(TOKEN_PREFIX):
+        found = store.get_browser_session(hash_token(session_id))
+    info = store.get_token(found.token_hash) if found and found.expires_at >= clock() else None
+    if info is None:
+        raise Unauthenticated(SIGN_IN_ERRORS["ended"], reason="ended")
+    return Principal(info.principal, info.is_admin)
+
+
+def sign_in(services: Services, token: str) -> str:
+    """Check ``token`` (``check_token``) and open a browser session for it; returns the id the
+    cookie holds (the catalog keeps its hash only)."""
+    check_token(services, token)
+    session_id, now = secrets.token_urlsafe(32), clock()
+    opened = BrowserSession(hash_token(session_id), hash_token(token.strip()), now + SESSION_SECONDS)
+    services.catalog.store.put_browser_session(opened, now)
+    return session_id
+
+
+def sign_out(services: Services, session_id: str) -> None:
+    """End the session ``session_id`` names (nothing when it names none)."""
+    if session_id and len(session_id) <= MAX_TOKEN_CHARS:
+        services.catalog.store.delete_browser_session(hash_token(session_id))
 
 
 def _principal(services: Services, token: str) -> Principal:
@@ -83,7 +133,7 @@ def check_form(request: Request, sent: str) -> None:
     browser on a POST) names this host, and the form echoes the cookie's double-submit token."""
     if sent_from_elsewhere(request):
         raise AccessDenied(FOREIGN_FORM)
-    cookie = request.cookies.get(LOGIN_CSRF_COOKIE, "")
+    cookie = read_cookie(request, LOGIN_CSRF_COOKIE)
     if not cookie or not sent or not secrets.compare_digest(cookie, sent):
         raise AccessDenied("the form expired; open the page again and retry")
 

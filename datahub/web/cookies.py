@@ -16,6 +16,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 from starlette.requests import Request
+from starlette.responses import Response
 
 
 def secure_cookie(request: Request, *, always: bool = False) -> bool:
@@ -52,3 +53,64 @@ def cookie_paths(path: str) -> list[str]:
         prefix = "/" + "/".join(parts[:n])
         paths += [prefix, prefix + "/"]
     return paths
+
+
+# --- the __Host- prefix (caller36) ---------------------------------------------------------------
+#: A browser keeps a cookie of this name only if it is Secure, has ``Path=/`` and no ``Domain``,
+#: and was set by an https page of this very host (RFC 6265bis). Why: a page of the host on another
+#: port (cookies are scoped by host, not port) or of a sibling domain wrote a plain
+#: ``labelx_session`` of its own on a signed-out person, who then worked in the writer's account.
+#: Over plain http no browser sets a Secure cookie, so there the names stay unprefixed.
+HOST_PREFIX = "__Host-"
+
+
+def cookie_name(name: str, secure: bool) -> str:
+    """The name a sign-in cookie is set under: ``__Host-`` + ``name`` when it is Secure."""
+    return HOST_PREFIX + name if secure else name
+
+
+def held_name(request: Request, name: str, *, always: bool = False) -> str:
+    """The name to read ``name``'s cookie from: the ``__Host-`` one when sent; the plain one only
+    where the app may have set it (the request is not seen as https and cookies are not always
+    Secure). Over https a plain cookie of that name is one a page on another port or an http
+    address of the host wrote: never the app's (which sets ``__Host-`` names there)."""
+    prefixed = HOST_PREFIX + name
+    if prefixed in request.cookies or always or request.url.scheme == "https":
+        return prefixed
+    return name
+
+
+def read_cookie(request: Request, name: str, *, always: bool = False) -> str:
+    """The value of ``name``'s sign-in cookie under the name it is read from (``held_name``)."""
+    return request.cookies.get(held_name(request, name, always=always), "")
+
+
+def set_cookie(
+    response: Response,
+    request: Request,
+    name: str,
+    value: str,
+    *,
+    path: str = "/",
+    always: bool = False,
+    max_age: int | None = None,
+) -> None:
+    """Set a sign-in cookie: HttpOnly, SameSite=Strict; when Secure (``secure_cookie``) under
+    ``__Host-`` + ``name`` at ``Path=/`` (the prefix allows no other path), else at ``path``."""
+    secure = secure_cookie(request, always=always)
+    response.set_cookie(
+        cookie_name(name, secure),
+        value,
+        max_age=max_age,
+        httponly=True,
+        samesite="strict",
+        secure=secure,
+        path="/" if secure else path,
+    )
+
+
+def delete_cookie(response: Response, name: str, *, path: str = "/") -> None:
+    """Expire ``name``'s cookie under both names it may have: plain at ``path``, ``__Host-`` at
+    ``/`` (a browser takes the expiry of a ``__Host-`` cookie only with its attributes)."""
+    response.delete_cookie(name, path=path)
+    response.delete_cookie(HOST_PREFIX + name, path="/", secure=True, httponly=True, samesite="strict")
