@@ -14,7 +14,7 @@ from fastapi import Path as PathParam
 
 from datahub.config import Config
 from datahub.errors import Unauthenticated
-from datahub.web.cookies import cookie_values
+from datahub.web.cookies import cookie_values, held_name
 from datahub.web.images import ImageSource
 from labelx.auth import CSRF_HEADER, SESSION_COOKIE, Auth, Principal, check_csrf
 from labelx.service import LabelService
@@ -58,13 +58,14 @@ def get_principal(request: Request) -> Principal:
     lx = get_labelx(request)
     principal = lx.auth.from_bearer(request.headers.get("authorization"))
     if principal is None:
-        sessions = set(cookie_values(request, SESSION_COOKIE))
+        name = held_name(request, SESSION_COOKIE, always=lx.secure_cookies)  # __Host- when Secure
+        sessions = set(cookie_values(request, name))
         if len(sessions) > 1:  # one was written by a page of another port (the app expires both)
             raise Unauthenticated(
                 "two LabelX session cookies came with this request (a page of another site on this "
                 "host may have set one): log in again"
             )
-        principal = lx.auth.from_session(request.cookies.get(SESSION_COOKIE))
+        principal = lx.auth.from_session(request.cookies.get(name))
     if principal is None:
         raise Unauthenticated("log in first (or send an API token as 'Authorization: Bearer ...')")
     if request.method not in SAFE_METHODS:

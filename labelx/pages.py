@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from datahub.errors import AccessDenied, DatahubError, Unauthenticated
 from datahub.web import Pages
-from datahub.web.cookies import secure_cookie
+from datahub.web.cookies import delete_cookie, read_cookie, secure_cookie, set_cookie
 from datahub.web.forms import FOREIGN_FORM, sent_from_elsewhere
 from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
 from labelx.deps import LX, RowId, Who, demo_password_path, get_labelx
@@ -44,6 +44,19 @@ def cookie_path(request: Request) -> str:
 def _secure(request: Request) -> bool:
     """Configured, over https, or sent from an https page behind a TLS proxy (``datahub.web.cookies``)."""
     return secure_cookie(request, always=get_labelx(request).secure_cookies)
+
+
+def _set(response: Response, request: Request, name: str, value: str, max_age: int | None = None) -> None:
+    """A LabelX cookie: ``__Host-`` + ``name`` at ``/`` when Secure, else at LabelX's own path
+    (``datahub.web.cookies.set_cookie``). Under ``datahub serve`` a Secure one is thus sent to
+    the dataset browser's pages too, which read only their own names (``datahub_*``)."""
+    always = get_labelx(request).secure_cookies
+    set_cookie(response, request, name, value, path=cookie_path(request), always=always, max_age=max_age)
+
+
+def held(request: Request, name: str) -> str:
+    """The value of LabelX's cookie ``name`` (``datahub.web.cookies.read_cookie``)."""
+    return read_cookie(request, name, always=get_labelx(request).secure_cookies)
 
 
 def _render(name: str, request: Request, boot: Any = None, **values: Any) -> HTMLResponse:
@@ -110,19 +123,12 @@ def login_page(request: Request, error: str = "", next: str = "/") -> HTMLRespon
         title="Log in",
         csrf=token,
         error=error,
-        login_name=unquote(request.cookies.get(LOGIN_NAME_COOKIE, "")) if error else "",
+        login_name=unquote(held(request, LOGIN_NAME_COOKIE)) if error else "",
         demo_password=str(demo_password) if demo_password.exists() else "",
         no_users=not lx.store.has_users(),
         next=_page_after_login(next),
     )
-    resp.set_cookie(
-        LOGIN_CSRF_COOKIE,
-        token,
-        httponly=True,
-        samesite="strict",
-        secure=_secure(request),
-        path=cookie_path(request),
-    )
+    _set(resp, request, LOGIN_CSRF_COOKIE, token)
     return resp
 
 
@@ -137,30 +143,22 @@ def login(
 ) -> Response:
     if sent_from_elsewhere(request):  # a same-site page on another port plants the cookie (login CSRF)
         return error_page(request, AccessDenied(FOREIGN_FORM))
-    cookie = request.cookies.get(LOGIN_CSRF_COOKIE)
+    cookie = held(request, LOGIN_CSRF_COOKIE)
     if not cookie or not secrets.compare_digest(cookie, csrf):
         return _login_refused(request, "expired", name, next)
     try:
         session_id, _ = lx.auth.login(name, password)
     except Unauthenticated:
         return _login_refused(request, "wrong", name, next)
-    if held := request.cookies.get(SESSION_COOKIE):
+    if old := held(request, SESSION_COOKIE):
         # the session this browser held ends with its cookie: kept, it lived 12 h more in the
         # store, though no browser showed it any more (another person signing in on a shared
         # machine; a session cookie copied earlier went on working)
-        lx.auth.logout(held)
+        lx.auth.logout(old)
     resp = RedirectResponse(base_path(request) + _page_after_login(next), status_code=303)
-    resp.set_cookie(
-        SESSION_COOKIE,
-        session_id,
-        max_age=int(SESSION_TTL),
-        httponly=True,
-        samesite="strict",
-        secure=_secure(request),
-        path=cookie_path(request),
-    )
-    resp.delete_cookie(LOGIN_CSRF_COOKIE, path=cookie_path(request))
-    resp.delete_cookie(LOGIN_NAME_COOKIE, path=cookie_path(request))
+    delete_cookie(resp, LOGIN_CSRF_COOKIE, path=cookie_path(request))
+    delete_cookie(resp, LOGIN_NAME_COOKIE, path=cookie_path(request))
+    _set(resp, request, SESSION_COOKIE, session_id, max_age=int(SESSION_TTL))
     return resp
 
 
@@ -170,23 +168,15 @@ def _login_refused(request: Request, error: str, name: str, next: str) -> Respon
     query = {"error": error, **({"next": _page_after_login(next)} if _page_after_login(next) != "/" else {})}
     resp = RedirectResponse(base_path(request) + f"/login?{urlencode(query)}", status_code=303)
     if len(name) <= LOGIN_NAME_KEPT:
-        resp.set_cookie(
-            LOGIN_NAME_COOKIE,
-            quote(name, safe=""),
-            max_age=600,
-            httponly=True,
-            samesite="strict",
-            secure=_secure(request),
-            path=cookie_path(request),
-        )
+        _set(resp, request, LOGIN_NAME_COOKIE, quote(name, safe=""), max_age=600)
     return resp
 
 
 @router.post("/logout")
 def logout(request: Request, lx: LX, who: Who) -> Response:
-    lx.auth.logout(request.cookies.get(SESSION_COOKIE, ""))
+    lx.auth.logout(held(request, SESSION_COOKIE))
     resp = JSONResponse({"ok": True})
-    resp.delete_cookie(SESSION_COOKIE, path=cookie_path(request))
+    delete_cookie(resp, SESSION_COOKIE, path=cookie_path(request))
     return resp
 
 

@@ -53,12 +53,13 @@ def test_cookies_are_secure_when_configured(env):
     )
     add_users(app, carol="annotator")
     client = TestClient(app, base_url="https://127.0.0.1")
-    token = client.get("/login").cookies.get("labelx_login_csrf")
+    token = client.get("/login").cookies.get("__Host-labelx_login_csrf")  # Secure: __Host- (caller36)
     resp = client.post(
         "/login", data={"name": "carol", "password": PASSWORD, "csrf": token}, follow_redirects=False
     )
-    assert "secure" in resp.headers["set-cookie"].lower()
-    assert "httponly" in resp.headers["set-cookie"].lower()
+    session = next(c for c in resp.headers.get_list("set-cookie") if c.startswith("__Host-labelx_session="))
+    assert "secure" in session.lower()
+    assert "httponly" in session.lower()
     app.state.labelx.store.close()
 
 
