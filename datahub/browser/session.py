@@ -71,7 +71,10 @@ SIGN_IN_ERRORS = {
     "missing": "sign in with an API token first (datahub token create)",
     "not_a_token": f"that is not a datahub API token (they start with {TOKEN_PREFIX!r})",
     "invalid": "invalid or revoked token: create a new one with 'datahub token create'",
-    "ended": "your sign-in ended (signed out, expired after 12 hours, or its API token revoked): sign in again",
+    "ended": (
+        "your sign-in ended (signed out, 12 hours passed, its API token was revoked, or it was made "
+        "before this server kept sign-ins): sign in again"
+    ),
 }
 
 
