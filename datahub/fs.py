@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 import weakref
 from pathlib import Path
 
@@ -355,11 +356,30 @@ def _close_at_exit(ref: weakref.ref[DatahubFileSystem]) -> None:
 
 
 class DatahubFile(AbstractBufferedFile):
-    """A read-only file whose ranges come from the tiered cache (which does its own readahead)."""
+    """A read-only file whose ranges come from the tiered cache (which does its own readahead).
+
+    A read, a seek and a line read each move the position under the file's lock, as Python's
+    own buffered files do. Why: fsspec's ``read`` takes the position, fetches, then adds what
+    it got, so two threads reading one open file (a loader's reader threads, a parquet reader's
+    column threads) both read from the same position: each got the same bytes, the next range
+    was skipped, and the file seemed to end early (review36)."""
 
     def __init__(self, fs: DatahubFileSystem, path: str, ref: ObjectRef, block_size: int) -> None:
         self.ref = ref
+        self._position_lock = threading.RLock()
         super().__init__(fs, path, mode="rb", block_size=block_size, cache_type="none", size=ref.size)
+
+    def read(self, length: int = -1) -> bytes:
+        with self._position_lock:
+            return super().read(length)
+
+    def seek(self, loc: int, whence: int = 0) -> int:
+        with self._position_lock:
+            return super().seek(loc, whence)
+
+    def readuntil(self, char: bytes = b"\n", blocks: int | None = None) -> bytes:
+        with self._position_lock:  # reads ahead, then seeks back to just past ``char``
+            return super().readuntil(char, blocks)
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         return self.fs.cache.read(self.ref, start, end - start)

@@ -1,0 +1,56 @@
+"""review36: a ``datahub://`` file shared by threads gives each byte once, as Python's own files do.
+
+fsspec's ``read`` took the position, fetched, then added what it got: two threads reading one
+open file both read from the same position, each got the same bytes, and the range after
+them was never read (the file seemed to end early)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from tests.cache.conftest import dataset_fs
+
+SIZE = 10_000
+
+
+@pytest.fixture
+def fs(config, source):
+    yield from dataset_fs(config, source, {"f": SIZE}, "one file")
+
+
+def _meeting_fetches(f, timeout: float = 1.0) -> None:
+    """Make the file's first origin fetch wait (at most ``timeout``) for a second one to start:
+    without the file's lock, the second thread's read starts while the first is in flight."""
+    real = f.cache.fetcher  # what the file's fsspec cache calls: its _fetch_range
+    second = threading.Event()
+    calls = []
+    lock = threading.Lock()
+
+    def fetch(start: int, end: int) -> bytes:
+        with lock:
+            calls.append(start)
+            first = len(calls) == 1
+        if first:
+            second.wait(timeout)
+        else:
+            second.set()
+        return real(start, end)
+
+    f.cache.fetcher = fetch
+
+
+def test_two_threads_reading_one_file_get_each_range_once(fs) -> None:
+    data = fs.data["f"]
+    with fs.open("ds/f", "rb") as f:
+        _meeting_fetches(f)
+        got: list[bytes] = []
+        threads = [threading.Thread(target=lambda: got.append(f.read(1000))) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(got) == sorted([data[:1000], data[1000:2000]])
+        assert f.tell() == 2000
+        assert f.read() == data[2000:]
