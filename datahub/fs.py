@@ -366,8 +366,16 @@ class DatahubFile(AbstractBufferedFile):
 
     def __init__(self, fs: DatahubFileSystem, path: str, ref: ObjectRef, block_size: int) -> None:
         self.ref = ref
-        self._position_lock = threading.RLock()
+        self._lock_pid, self._lock = os.getpid(), threading.RLock()
         super().__init__(fs, path, mode="rb", block_size=block_size, cache_type="none", size=ref.size)
+
+    @property
+    def _position_lock(self) -> threading.RLock:
+        """The file's lock; a new one in a forked child (a DataLoader worker), where a lock a
+        parent thread held at the fork would never be released."""
+        if self._lock_pid != os.getpid():
+            self._lock_pid, self._lock = os.getpid(), threading.RLock()
+        return self._lock
 
     def read(self, length: int = -1) -> bytes:
         with self._position_lock:

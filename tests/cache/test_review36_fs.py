@@ -6,6 +6,8 @@ them was never read (the file seemed to end early)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 import pytest
@@ -54,3 +56,34 @@ def test_two_threads_reading_one_file_get_each_range_once(fs) -> None:
         assert sorted(got) == sorted([data[:1000], data[1000:2000]])
         assert f.tell() == 2000
         assert f.read() == data[2000:]
+
+
+def test_a_forked_child_reads_a_file_whose_lock_a_parent_thread_held(fs) -> None:
+    """A DataLoader worker forked while a parent thread was inside ``read`` must not wait for
+    a lock that thread's copy will never release (the child is ended by SIGALRM after 20 s)."""
+    data = fs.data["f"]
+    with fs.open("ds/f", "rb") as f:
+        holding, done = threading.Event(), threading.Event()
+
+        def mid_read() -> None:
+            with f._position_lock:
+                holding.set()
+                done.wait(60)
+
+        thread = threading.Thread(target=mid_read)
+        thread.start()
+        holding.wait(60)
+        try:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child reports by its exit code
+                try:
+                    signal.alarm(20)
+                    f.seek(100)
+                    os._exit(0 if f.read(50) == data[100:150] else 1)
+                finally:
+                    os._exit(2)
+        finally:
+            done.set()
+            thread.join()
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
