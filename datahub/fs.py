@@ -33,6 +33,7 @@ import fsspec
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from datahub.catalog.model import Record
+from datahub.catalog.store import past_subtree
 from datahub.config import Config, load_config
 from datahub.errors import NotFound, ReadOnly, RecordNotFound
 from datahub.procs import at_exit, cancel_at_exit
@@ -43,7 +44,6 @@ log = logging.getLogger(__name__)
 
 #: services a forked child inherited from its parent's file systems (``_after_fork``)
 _INHERITED: list[object] = []
-_SKIP_SUBTREE = "\U0010ffff"  # sorts after every key below a directory: jump past it
 _LIST_BATCH = 1000
 
 
@@ -236,8 +236,12 @@ class DatahubFileSystem(AbstractFileSystem):
                     child, slash, _ = rest.partition("/")
                     if slash:
                         entries.append({"name": f"{head}/{prefix}{child}", "size": 0, "type": "directory"})
-                        cursor = f"{prefix}{child}/{_SKIP_SUBTREE}"
-                        break  # skip the subdirectory's records with one jump
+                        # skip the subdirectory's records with one jump, past every key it may
+                        # hold. Why not one U+10FFFF: a key below it may start with that (a valid
+                        # character), and the page after the jump began with that key's
+                        # directory again: ls listed it forever (review36)
+                        cursor = past_subtree(f"{prefix}{child}/")
+                        break
                     entries.append(self._file(f"{head}/{record.key}", record))
                     cursor = record.key
                 else:

@@ -87,3 +87,34 @@ def test_a_forked_child_reads_a_file_whose_lock_a_parent_thread_held(fs) -> None
             thread.join()
         _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+TOP = "\U0010ffff"  # the greatest code point: a key may hold it
+
+
+@pytest.fixture
+def top_keys(config, source):
+    files = {"a": 3, "d/x": 4, f"d/{TOP}{TOP}": 5, f"d/{TOP}/y": 2, "e": 6}
+    yield from dataset_fs(config, source, files, "keys with U+10FFFF")
+
+
+@pytest.mark.parametrize("batch", [1, 2, 1000])
+def test_ls_jumps_past_a_directory_whose_keys_start_with_the_greatest_code_point(
+    top_keys, monkeypatch, batch
+) -> None:
+    """``ls`` skipped a directory's records by starting after ``d/`` + U+10FFFF; the key
+    ``d/`` + U+10FFFF U+10FFFF is after that, so the next page began with ``d`` again, and
+    ``ls`` listed ``d`` for ever (its memory growing)."""
+    from datahub import fs as fs_module
+
+    monkeypatch.setattr(fs_module, "_LIST_BATCH", batch)
+    real, pages = top_keys.catalog.list_records, []
+
+    def list_records(*args, **kwargs):
+        pages.append(kwargs.get("start_after"))
+        assert len(pages) <= 20, f"ls keeps listing: {pages[-3:]}"
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(top_keys.catalog, "list_records", list_records)
+    assert top_keys.ls("ds", detail=False) == ["ds/a", "ds/d", "ds/e"]
+    assert top_keys.ls("ds/d", detail=False) == ["ds/d/x", f"ds/d/{TOP}", f"ds/d/{TOP}{TOP}"]
