@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 import weakref
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import fsspec
 from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from datahub.catalog.model import Record
+from datahub.catalog.store import past_subtree
 from datahub.config import Config, load_config
 from datahub.errors import NotFound, ReadOnly, RecordNotFound
 from datahub.procs import at_exit, cancel_at_exit
@@ -42,7 +44,6 @@ log = logging.getLogger(__name__)
 
 #: services a forked child inherited from its parent's file systems (``_after_fork``)
 _INHERITED: list[object] = []
-_SKIP_SUBTREE = "\U0010ffff"  # sorts after every key below a directory: jump past it
 _LIST_BATCH = 1000
 
 
@@ -235,8 +236,12 @@ class DatahubFileSystem(AbstractFileSystem):
                     child, slash, _ = rest.partition("/")
                     if slash:
                         entries.append({"name": f"{head}/{prefix}{child}", "size": 0, "type": "directory"})
-                        cursor = f"{prefix}{child}/{_SKIP_SUBTREE}"
-                        break  # skip the subdirectory's records with one jump
+                        # skip the subdirectory's records with one jump, past every key it may
+                        # hold. Why not one U+10FFFF: a key below it may start with that (a valid
+                        # character), and the page after the jump began with that key's
+                        # directory again: ls listed it forever (review36)
+                        cursor = past_subtree(f"{prefix}{child}/")
+                        break
                     entries.append(self._file(f"{head}/{record.key}", record))
                     cursor = record.key
                 else:
@@ -355,11 +360,38 @@ def _close_at_exit(ref: weakref.ref[DatahubFileSystem]) -> None:
 
 
 class DatahubFile(AbstractBufferedFile):
-    """A read-only file whose ranges come from the tiered cache (which does its own readahead)."""
+    """A read-only file whose ranges come from the tiered cache (which does its own readahead).
+
+    A read, a seek and a line read each move the position under the file's lock, as Python's
+    own buffered files do. Why: fsspec's ``read`` takes the position, fetches, then adds what
+    it got, so two threads reading one open file (a loader's reader threads, a parquet reader's
+    column threads) both read from the same position: each got the same bytes, the next range
+    was skipped, and the file seemed to end early (review36)."""
 
     def __init__(self, fs: DatahubFileSystem, path: str, ref: ObjectRef, block_size: int) -> None:
         self.ref = ref
+        self._lock_pid, self._lock = os.getpid(), threading.RLock()
         super().__init__(fs, path, mode="rb", block_size=block_size, cache_type="none", size=ref.size)
+
+    @property
+    def _position_lock(self) -> threading.RLock:
+        """The file's lock; a new one in a forked child (a DataLoader worker), where a lock a
+        parent thread held at the fork would never be released."""
+        if self._lock_pid != os.getpid():
+            self._lock_pid, self._lock = os.getpid(), threading.RLock()
+        return self._lock
+
+    def read(self, length: int = -1) -> bytes:
+        with self._position_lock:
+            return super().read(length)
+
+    def seek(self, loc: int, whence: int = 0) -> int:
+        with self._position_lock:
+            return super().seek(loc, whence)
+
+    def readuntil(self, char: bytes = b"\n", blocks: int | None = None) -> bytes:
+        with self._position_lock:  # reads ahead, then seeks back to just past ``char``
+            return super().readuntil(char, blocks)
 
     def _fetch_range(self, start: int, end: int) -> bytes:
         return self.fs.cache.read(self.ref, start, end - start)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datahub.catalog import Catalog
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import Record
+from datahub.catalog.store import past_subtree
 
 PAST = "\U0010ffff"  # above every character a key can hold: folder + PAST is after all its keys
 
@@ -58,7 +59,7 @@ def by_directory(
 ) -> tuple[list[Entry], str | None]:
     """``browse`` without a filter, from the store's directory listing (``prefix`` is ``""``
     or ends with ``/``)."""
-    if after.endswith(PAST) and after.rstrip(PAST).endswith("/"):
+    if _folder_cursor(after, prefix):
         after = after.rstrip(PAST)  # a folder's cursor: list_directory skips that folder's subtree
     store = catalog.store
     level = list(store.list_directory(dataset, seq, prefix=prefix, start_after=after, limit=limit + 1))
@@ -87,6 +88,9 @@ def by_keys(
     """``browse`` by walking the key-ordered listing: the way with a filter."""
     entries: list[Entry] = []
     position = after
+    # the folder the previous page ended with (its cursor, ``_after``): shown there, and its keys
+    # may go on past that cursor (``d/`` + U+10FFFF U+10FFFF), so it is jumped, not shown again
+    shown = after.rstrip(PAST) if _folder_cursor(after, prefix) else None
     while True:
         wanted = limit + 1 - len(entries)
         batch = catalog.store.list_records(
@@ -98,8 +102,12 @@ def by_keys(
             rest = record.key[len(prefix) :]
             folder, slash, _ = rest.partition("/")
             if slash:
-                entries.append(Entry(folder + "/", prefix + folder + "/", None))
-                position = prefix + folder + "/" + PAST
+                if prefix + folder + "/" != shown:
+                    entries.append(Entry(folder + "/", prefix + folder + "/", None))
+                # past every key below it. Why not folder + one U+10FFFF: a key below it may
+                # start with U+10FFFF U+10FFFF, and the next batch began with the folder again,
+                # for ever (review36)
+                position = past_subtree(prefix + folder + "/")
                 jumped = True
             else:
                 entries.append(Entry(rest, record.key, record))
@@ -110,6 +118,13 @@ def by_keys(
             return entries[:limit], _after(entries[limit - 1])
         if not jumped and seen < wanted:
             return entries, None
+
+
+def _folder_cursor(after: str, prefix: str) -> bool:
+    """Whether ``after`` is the cursor of a folder under ``prefix`` (``_after``: the folder's
+    path + U+10FFFF). Not a file's named all U+10FFFF (``prefix`` + U+10FFFF): taken for the
+    folder ``prefix`` itself, the next page listed ``prefix`` from its start again (review36)."""
+    return after.endswith(PAST) and after.rstrip(PAST).endswith("/") and after.rstrip(PAST) != prefix
 
 
 def _after(last_shown: Entry) -> str:

@@ -252,7 +252,10 @@ def gap_bounds(prefix: str, gaps: list[Gap]) -> list[tuple[str, str | None]]:
     end = prefix_end(prefix) if prefix else None
     for after, before in gaps:
         skipped = after.rstrip(PAST)
-        if len(skipped) < len(after) and skipped.endswith("/"):
+        # a subdirectory's cursor, never the level's own: a file of the level named all U+10FFFF
+        # (``prefix`` + U+10FFFF) strips to ``prefix``, and skipping that skipped the rest of
+        # the level (review36)
+        if len(skipped) < len(after) and skipped.endswith("/") and skipped != prefix:
             low = prefix_end(skipped)
         else:
             low = after + "\x01" if after else ""

@@ -83,8 +83,18 @@ def _list_prefix(root_url: str, config: Config) -> Iterator[SourceItem]:
     store = open_store(root_url, config)
     try:
         for info in parallel_list(store):  # sub-prefixes listed on several threads, in key order
-            if info.key.endswith("/") and info.size == 0:
-                continue  # an S3 "folder" marker made by consoles, not a file
+            if (info.key.endswith("/") or not info.key) and info.size == 0:
+                # an S3 "folder" marker made by consoles, not a file; the prefix's own (its key
+                # below the prefix is empty) too. Why: ``s3://b/train`` with the console's
+                # ``train/`` failed whole: "a record key must be a non-empty relative path"
+                continue
+            if not info.key:
+                raise InvalidInput(
+                    f"import source {root_url!r}: the object {store.url_for('')!r} holds {info.size} "
+                    "bytes under the prefix's own name, which can be no record (its key below the "
+                    "prefix is empty); move it below the prefix, or import the prefix above it",
+                    source=root_url,
+                )
             check_new_key(info.key)
             yield SourceItem(info.key, store.url_for(info.key), info.etag, info.size)
     finally:

@@ -434,8 +434,8 @@ class S3Store(S3Writes, ObjectStore):
             )
             for item in page.get("Contents", ()):
                 yield self._info(item["Key"][cut:], item["Size"], item["ETag"], item["LastModified"])
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
+            token = self._next_page(page, params["Prefix"])
+            if token is None:
                 return
             params["ContinuationToken"] = token
 
@@ -456,10 +456,29 @@ class S3Store(S3Writes, ObjectStore):
             items.sort(key=lambda kv: kv[0])
             for _key, item in items:
                 yield item
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
+            token = self._next_page(page, params["Prefix"])
+            if token is None:
                 return
             params["ContinuationToken"] = token
+
+    def _next_page(self, page: dict[str, Any], prefix: str) -> str | None:
+        """The continuation token of a LIST page, None after the last page.
+
+        Why an error for a truncated page without a token: the listing ended there, and an
+        import committed a version missing every key after that page (and a re-import
+        removed them from the head); a listing either reaches its end or fails (review36)."""
+        if not page.get("IsTruncated"):
+            return None
+        token = page.get("NextContinuationToken")
+        if not token:
+            raise StorageError(
+                f"S3 LIST of s3://{self.bucket}/{prefix} returned a truncated page without a "
+                "continuation token, so the rest of the listing cannot be read; nothing listed "
+                "from it is used. Check the S3-compatible server (ListObjectsV2 support) and retry",
+                bucket=self.bucket,
+                key=prefix,
+            )
+        return str(token)
 
     def stat(self, key: str) -> ObjectInfo:
         full = self._full(key)
