@@ -31,10 +31,10 @@ then waited a second for it again trims it (pyfuse3_fd_trim), so idle threads ho
 request's pages for long.
 
 A WRITE's handler gets a read-only view of this buffer, not a copy (perf41d: the extension's
-fuse_write, only in these threads). A view still alive after the handler returned (the handler
-kept it, or a slice of it) is a bug of the file system: the extension calls pyfuse3_fd_keep,
-and the thread never reads into, trims or unmaps that buffer again, and the session ends (EIO)
-instead of a later request's bytes showing through the kept view.
+fuse_write_buf, only in these threads). The extension releases the view after the handler; a
+slice of it, or a buffer taken from it, still alive then is a bug of the file system: the
+extension calls pyfuse3_fd_keep, the thread never reads into, trims or unmaps that buffer
+again, and the session ends (EIO) instead of a later request's bytes showing through it.
 */
 #ifndef PYFUSE3_DISPATCH_H
 #define PYFUSE3_DISPATCH_H
