@@ -39,7 +39,9 @@ them on a RADOS pool against plain librados ``write_full`` calls, ``--no-rgw`` l
 ``--base-tree DIR`` (another checkout, e.g. ``git archive BASE | tar -x -C DIR``) mounts every
 case, local (each of ``--mounts``) and Ceph, from both trees, "(base)" and "(head)", and the
 mounts take turns in reverse order every other round: an A/B in one run. Small files also
-get the daemon's CPU per file.
+get the daemon's CPU per file. ``--head-site DIR`` (a ``pip install --target`` of another
+pyfuse3 wheel) mounts every local case with the venv's build "(base)" and with that one first
+on the daemon's ``PYTHONPATH`` "(head)", in turns: an A/B of two builds (perf41d).
 """
 
 from __future__ import annotations
@@ -98,10 +100,18 @@ def write_files(directory: Path, count: int, data: bytes, threads: int, fsync: b
 
 class Mount:
     def __init__(
-        self, root: Path, name: str, extra: list[str], sections: str = "", cache: str = "", repo: Path = REPO
+        self,
+        root: Path,
+        name: str,
+        extra: list[str],
+        sections: str = "",
+        cache: str = "",
+        repo: Path = REPO,
+        site: Path | None = None,
     ) -> None:
         """``repo``: the source tree the daemon runs (its working directory, so ``-m
-        fuse_adapter`` imports that tree's code: ``tree_ab.py`` mounts two)."""
+        fuse_adapter`` imports that tree's code: ``tree_ab.py`` mounts two). ``site``: a
+        directory holding another pyfuse3 build, put first on the daemon's ``PYTHONPATH``."""
         self.home = root / f"home-{name}"
         self.mnt = root / f"mnt-{name}"
         self.mnt.mkdir()
@@ -109,9 +119,19 @@ class Mount:
         self.config.write_text(f'home = "{self.home}"\n{sections}\n[cache]\nflush_interval = 3600\n{cache}')
         cmd = [sys.executable, "-m", "fuse_adapter", "--config", str(self.config), "mount", "--background"]
         self.repo = repo
-        out = subprocess.run([*cmd, *extra, "--workspace", "ws", str(self.mnt)], cwd=repo,
+        env = dict(os.environ)
+        if site is not None:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH", "")) if p)
+        out = subprocess.run([*cmd, *extra, "--workspace", "ws", str(self.mnt)], cwd=repo, env=env,
                              capture_output=True, text=True, check=True).stdout  # fmt: skip
         self.pid = int(re.search(r"pid (\d+)", out).group(1))
+
+    def build(self) -> str:
+        """The pyfuse3 extension the daemon loaded (from its memory map)."""
+        for line in Path(f"/proc/{self.pid}/maps").read_text().splitlines():
+            if "pyfuse3" in line and line.endswith(".so"):
+                return line.split()[-1]
+        return "?"
 
     def log(self) -> str:
         return "".join(p.read_text() for p in (self.home / "run" / "mounts").glob("*.log"))
@@ -258,6 +278,11 @@ def main() -> None:
         "--rgw", action=argparse.BooleanOptionalAction, default=True, help="with --ceph-env: the RGW cases"
     )
     ap.add_argument("--base-tree", help="another checkout: every mount (local and Ceph) from both trees")
+    ap.add_argument(
+        "--head-site",
+        help="a directory holding another pyfuse3 build (pip install --target of its wheel): every local "
+        "mount from both builds, the venv's '(base)' and this one first on PYTHONPATH '(head)'",
+    )
     ap.add_argument("--piece", type=int, default=MiB, help="bytes per write(2) call (default 1 MiB)")
     ap.add_argument(
         "--mounts", default="pt,nopt", help="local shared tier: which of pt, nopt, cw, wbc to mount"
@@ -267,6 +292,10 @@ def main() -> None:
     global PIECE
     PIECE = args.piece
     trees = {"base": Path(args.base_tree).resolve(), "head": REPO} if args.base_tree else {"": REPO}
+    sites = {}
+    if args.head_site:  # an A/B of two pyfuse3 builds (from one tree, or with --base-tree two)
+        trees = {"base": trees.get("base", REPO), "head": REPO}
+        sites = {"head": Path(args.head_site).resolve()}
     root = Path(tempfile.mkdtemp(prefix="wb-mount-", dir=args.dir))
     workloads = [("32 x 16 MiB", max(1, int(32 * args.scale)), 16 * MiB),
                  ("1000 x 100 KB", max(1, int(1000 * args.scale)), 100_000)]  # fmt: skip
@@ -296,7 +325,9 @@ def main() -> None:
                 for k in args.mounts.split(","):
                     suffix = f" ({tree_name})" if tree_name else ""
                     tag = f"{k}-{tree_name}" if tree_name else k
-                    mounts[f"mount {' '.join(flags[k])}{suffix}"] = Mount(root, tag, flags[k], repo=tree)
+                    mounts[f"mount {' '.join(flags[k])}{suffix}"] = Mount(
+                        root, tag, flags[k], repo=tree, site=sites.get(tree_name)
+                    )
             groups.append(("local+fsync", local, mounts))
         if args.ceph_env and args.rgw:
             from write_throughput import CephBucket
@@ -321,8 +352,9 @@ def main() -> None:
             for name, m in mounts.items():
                 writes = [line for line in m.log().splitlines() if "writes" in line]
                 print(f"# {name}: pid {m.pid}; {writes[-1].split(': ', 1)[-1] if writes else m.log()[-200:]}")
+                print(f"#   pyfuse3: {m.build()}")
         for base_name, baseline, mounts in groups:
-            alternate = args.alternate or args.base_tree is not None
+            alternate = args.alternate or args.base_tree is not None or args.head_site is not None
             run_group(base_name, baseline, mounts, workloads, args.rounds, why_not, alternate)
         print(f"# load after: {load()}")
     finally:

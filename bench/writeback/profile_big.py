@@ -76,6 +76,7 @@ def main() -> None:
     perf_data = args.perf_out or str(root / "perf.data")
     try:
         print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}; load before: {load()}")
+        print(f"# pyfuse3: {mount.build()}")
         write_files(mount.mnt / "warm", 4, data, args.threads, False)
         perf = subprocess.Popen(["perf", "record", "-F", "999", "-g", "-p", str(mount.pid), "-o", perf_data],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip

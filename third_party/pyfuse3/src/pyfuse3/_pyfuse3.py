@@ -433,11 +433,17 @@ class Operations:
 
         raise FUSEError(errno.ENOSYS)
 
-    async def write(self, fh: FileHandleT, off: int, buf: bytes, cached: bool) -> int:
+    async def write(self, fh: FileHandleT, off: int, buf: bytes | memoryview, cached: bool) -> int:
         '''Write *buf* into *fh* at *off*.
 
         *fh* will be an integer filehandle returned by a prior `open` or
         `create` call.
+
+        datahub: run by a dispatching thread (``dispatch``), *buf* is a read-only
+        ``memoryview`` of the thread's request buffer, valid only until this
+        handler returns: copy what you keep (``bytes(buf)``). The view itself is
+        released then; a slice of it, or a buffer taken from it, still alive ends
+        the session (EIO) with an error in the log. Elsewhere *buf* is ``bytes``.
 
         datahub: *cached* is true when the kernel sends pages of its write-back
         cache (``FUSE_WRITE_CACHE``, libfuse's ``fi->writepage``): the

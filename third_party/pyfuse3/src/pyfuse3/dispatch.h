@@ -29,6 +29,12 @@ function takes the GIL with no C lock held. Each thread's read buffer is its own
 its handler only while that handler runs, in that thread; a thread that gave the role up and
 then waited a second for it again trims it (pyfuse3_fd_trim), so idle threads hold no big
 request's pages for long.
+
+A WRITE's handler gets a read-only view of this buffer, not a copy (perf41d: the extension's
+fuse_write_buf, only in these threads). The extension releases the view after the handler; a
+slice of it, or a buffer taken from it, still alive then is a bug of the file system: the
+extension calls pyfuse3_fd_keep, the thread never reads into, trims or unmaps that buffer
+again, and the session ends (EIO) instead of a later request's bytes showing through it.
 */
 #ifndef PYFUSE3_DISPATCH_H
 #define PYFUSE3_DISPATCH_H
@@ -55,6 +61,7 @@ struct pyfuse3_fd_counters {
     uint64_t dispatched; /* requests run by the dispatching threads */
     uint64_t handoffs;   /* reader roles handed over by a handler about to block */
     uint64_t vacant;     /* ... with no idle thread and the maximum running: left vacant */
+    uint64_t kept;       /* buffers left to a view a WRITE's handler kept (pyfuse3_fd_keep) */
 };
 
 static struct {
@@ -76,6 +83,7 @@ static struct {
 
 static __thread int pyfuse3_fd_is_reader; /* this thread holds the reader role */
 static __thread int pyfuse3_fd_thread;    /* this thread is a dispatching thread */
+static __thread int pyfuse3_fd_kept;      /* a handler kept a view of this thread's buffer */
 
 /* 1 in a dispatching thread: a handler's coroutine is stepped where libfuse calls it */
 static int pyfuse3_fd_here(void) {
@@ -127,6 +135,20 @@ static void pyfuse3_fd_end_session(int err) {
     pthread_mutex_unlock(&pyfuse3_fd.lock);
     if (first)
         pyfuse3_fl_push_end(err);
+}
+
+/* A view of this thread's read buffer outlived its handler (called with the GIL held, by the
+   extension, after the handler returned): the buffer is left to it (never read into, trimmed or
+   unmapped again; the thread stops after this request) and the session ends with EIO, as for a
+   handler's exception. Why not go on: the next read would change the bytes under the view. */
+static void pyfuse3_fd_keep(void) {
+    if (!pyfuse3_fd_thread || pyfuse3_fd_kept)
+        return;
+    pyfuse3_fd_kept = 1;
+    pthread_mutex_lock(&pyfuse3_fd.lock);
+    pyfuse3_fd.n.kept++;
+    pthread_mutex_unlock(&pyfuse3_fd.lock);
+    pyfuse3_fd_end_session(EIO);
 }
 
 /* A handler is about to block (called with the GIL held): another thread reads meanwhile.
@@ -289,12 +311,18 @@ static void *pyfuse3_fd_main(void *unused) {
             if ((size_t)n > high)
                 high = (size_t)n;
             pyfuse3_fd.fn(buf, (size_t)n); /* may give the role up (pyfuse3_fd_blocking) */
+            if (pyfuse3_fd_kept)
+                break;
         }
         if (pyfuse3_fd_is_reader) { /* the session ended under this reader */
             pthread_mutex_lock(&pyfuse3_fd.lock);
             pyfuse3_fd.reader = 0;
             pthread_mutex_unlock(&pyfuse3_fd.lock);
             pyfuse3_fd_is_reader = 0;
+        }
+        if (pyfuse3_fd_kept) {
+            buf = NULL; /* left mapped for the view a handler kept: never freed */
+            break;
         }
     }
 out:

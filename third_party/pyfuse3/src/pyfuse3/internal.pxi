@@ -175,6 +175,28 @@ cdef PyBytes_from_bufvec(fuse_bufvec *src):
     else:
         return buf
 
+@cython.final
+cdef class _RequestBuffer:
+    """datahub (perf41d): a dispatching thread's WRITE payload, exported read-only to the
+    memoryview the handler gets (``_write_from_view``). ``exports`` counts the buffers taken
+    from it: the memoryview's managed buffer takes one and keeps it while the view, or any
+    slice of it, is alive, so a count above 0 after the view was released means the handler
+    kept something that still names the request's bytes."""
+
+    cdef const char *mem
+    cdef Py_ssize_t size
+    cdef Py_ssize_t exports
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        if self.mem == NULL:
+            raise BufferError('pyfuse3: a WRITE request buffer after its handler returned')
+        PyBuffer_FillInfo(view, self, <void*> self.mem, self.size, 1, flags)
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self.exports -= 1
+
+
 cdef void* calloc_or_raise(size_t nmemb, size_t size) except NULL:
     cdef void* mem
     mem = stdlib.calloc(nmemb, size)
