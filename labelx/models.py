@@ -59,6 +59,11 @@ class UserCreate(Body):
 
 class TokenCreate(Body):
     description: str = ""
+    password: str = Field(
+        "",
+        max_length=1024,
+        description="the caller's password: required from a browser session, not with a bearer token",
+    )
 
 
 class TokenRevoke(Body):

@@ -39,8 +39,11 @@ document.addEventListener("DOMContentLoaded", () => {
     // a refusal is said beside the button: it was an unhandled rejection, the page said nothing
     const msg = document.getElementById("token-msg"), pre = document.getElementById("token");
     try {
-      const r = await api("POST", "/api/tokens", { description: new FormData(ev.target).get("description") });
-      say(msg, ""); pre.hidden = false; pre.textContent = r.token; loadTokens();
+      // the password again: a session alone makes no token (caller37); never kept in the form
+      const f = new FormData(ev.target), password = ev.target.elements.password;
+      password.value = "";
+      const r = await api("POST", "/api/tokens", { description: f.get("description"), password: f.get("password") });
+      say(msg, ""); pre.hidden = false; pre.textContent = r.token; ev.target.reset(); loadTokens();
     } catch (e) { pre.hidden = true; say(msg, e.message, "msg err"); }
   });
   loadUsers(); loadTokens();

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import httpx
 
+from datahub.demo import labelx_admin
 from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
 from tests.browser.conftest import Env
 from tests.browser.labelx_signin import signed_in
@@ -19,7 +20,18 @@ def test_the_admin_page_lists_live_tokens_and_revokes_one(chrome: Chrome, env: E
     with signed_in(c, env) as base:
         c.visit(f"{base}/labelx/admin")
         _wait_text(c, "#tokens", "No live token.")
+        # the session alone makes no token: the password again, and a wrong one is said (caller37)
         c.find("#token-form [name=description]").send_keys("nightly export")
+        c.find("#token-form [name=password]").send_keys("not the admin's password")
+        c.find("#token-form button[type=submit]").click()
+        _wait_text(c, "#token-msg", "wrong password for 'admin'")
+        c.check("caller37-token-wrong-password", page_error=f"{base}/labelx/api/tokens")
+        assert (
+            not c.find("#token").is_displayed()
+            and c.find("#token-form [name=password]").get_attribute("value") == ""
+        )
+        _wait_text(c, "#tokens", "No live token.")
+        c.find("#token-form [name=password]").send_keys(labelx_admin(env.config).read_text().strip())
         c.find("#token-form button[type=submit]").click()
         _wait_text(c, "#token", "lx_")
         secret = c.find("#token").text

@@ -1,0 +1,58 @@
+"""caller37: ``POST /api/tokens`` from a browser session made an ``lx_`` token that never
+expires with the session cookie and the CSRF token any LabelX page shows, so a borrowed or
+copied session became a permanent credential that outlived sign-out. A session must now send
+the account's password again in the same request ("sudo mode"); a bearer token makes one only
+for an admin, so a leaked token cannot outlive its own revocation through one it made."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from labelx.auth import hash_password
+from tests.labelx.conftest import PASSWORD, Session, ok
+
+
+def _token_count(app, name: str) -> int:
+    lx = app.state.labelx
+    user = lx.store.user_by_name(name).id
+    return lx.store._conn().execute("SELECT COUNT(*) FROM tokens WHERE user_id=?", (user,)).fetchone()[0]
+
+
+def test_a_session_needs_the_password_again_to_make_a_token(app) -> None:
+    alice = Session(app, "alice")
+    missing = alice.post("/api/tokens", {"description": "stolen session"})
+    assert missing.status_code == 403, missing.text
+    assert (
+        "password" in missing.json()["error"]["message"] and "'alice'" in missing.json()["error"]["message"]
+    )
+    wrong = alice.post("/api/tokens", {"description": "guess", "password": "not the password"})
+    assert wrong.status_code == 403, wrong.text
+    message = wrong.json()["error"]["message"]
+    assert "wrong password for 'alice'" in message and "datahub labelx set-password alice" in message
+    assert _token_count(app, "alice") == 0
+    assert ok(alice.get("/api/me"))["name"] == "alice"  # a refusal does not sign the person out
+
+    token = ok(alice.post("/api/tokens", {"description": "mine", "password": PASSWORD}), 201)["token"]
+    script = TestClient(app, base_url="http://127.0.0.1")
+    assert ok(script.get("/api/me", headers={"Authorization": f"Bearer {token}"}))["name"] == "alice"
+
+
+def test_another_accounts_password_does_not_open_sudo_mode(app) -> None:
+    """The check is against the session's own account: bob's password (or the admin's) makes
+    no token for alice's session."""
+    app.state.labelx.store.set_password("bob", hash_password("bob's own pw!"))
+    alice = Session(app, "alice")
+    assert alice.post("/api/tokens", {"password": "bob's own pw!"}).status_code == 403
+    assert _token_count(app, "alice") == 0
+
+
+def test_only_an_admins_token_makes_another(app) -> None:
+    lx = app.state.labelx
+    script = TestClient(app, base_url="http://127.0.0.1")
+    for name, status in (("alice", 403), ("rita", 403), ("admin", 201)):
+        bearer = {"Authorization": f"Bearer {lx.auth.new_token(lx.store.user_by_name(name), 'cli')}"}
+        r = script.post("/api/tokens", json={"description": "from a token"}, headers=bearer)
+        assert r.status_code == status, (name, r.text)
+        assert _token_count(app, name) == (2 if status == 201 else 1)
+        if status == 403:
+            assert f"datahub labelx create-token {name}" in r.json()["error"]["message"]
