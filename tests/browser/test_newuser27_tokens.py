@@ -6,6 +6,8 @@ with a Revoke button, through the store methods ``datahub labelx list-tokens`` a
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import httpx
 
 from datahub.demo import labelx_admin
@@ -40,7 +42,10 @@ def test_the_admin_page_lists_live_tokens_and_revokes_one(chrome: Chrome, env: E
         rows = c.find_all("#tokens tr[data-id]")
         assert len(rows) == 1
         cells = [td.text for td in rows[0].find_elements("css selector", "td")]
-        assert cells[0] == "admin" and cells[2] == "nightly export" and cells[4] == "Revoke"
+        assert cells[0] == "admin" and cells[2] == "nightly export" and cells[5] == "Revoke"
+        # the form's default: 30 days from its creation, shown beside it (caller37)
+        made = datetime.strptime(cells[3], "%Y-%m-%d %H:%M:%S UTC")
+        assert datetime.strptime(cells[4], "%Y-%m-%d %H:%M:%S UTC") - made == timedelta(days=30)
         token_id = rows[0].get_attribute("data-id")
         assert cells[1] == token_id[:12] + "…" and len(token_id) == 64
         assert secret not in c.find("#tokens").text  # never the secret

@@ -56,3 +56,59 @@ def test_only_an_admins_token_makes_another(app) -> None:
         assert _token_count(app, name) == (2 if status == 201 else 1)
         if status == 403:
             assert f"datahub labelx create-token {name}" in r.json()["error"]["message"]
+
+
+def test_a_token_made_over_the_api_expires_unless_asked_not_to(app) -> None:
+    """Made from a session it lived for good; now it opens things for 30 days by default
+    (``expires_days``; null: until revoked), and the list says when. The operator's
+    ``create-token`` still makes one that lasts until revoked."""
+    lx = app.state.labelx
+    admin = Session(app, "admin")
+    default = ok(admin.post("/api/tokens", {"description": "month", "password": PASSWORD}), 201)["token"]
+    week = ok(admin.post("/api/tokens", {"password": PASSWORD, "expires_days": 7}), 201)["token"]
+    never = ok(admin.post("/api/tokens", {"password": PASSWORD, "expires_days": None}), 201)["token"]
+    cli = lx.auth.new_token(lx.store.user_by_name("admin"), "operator")
+    listed = {t["description"]: t for t in ok(admin.get("/api/tokens"))}
+    assert listed["month"]["expires"] - listed["month"]["created"] == 30 * 86400
+    assert listed["operator"]["expires"] is None
+    assert admin.post("/api/tokens", {"password": PASSWORD, "expires_days": 0}).status_code == 400
+
+    script = TestClient(app, base_url="http://127.0.0.1")
+
+    def opens(token: str) -> bool:
+        return script.get("/api/me", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+    assert all(map(opens, (default, week, never, cli)))
+    real = lx.store.clock
+    lx.store.clock = lambda: real() + 8 * 86400
+    assert [opens(t) for t in (default, week, never, cli)] == [True, False, True, True]
+    lx.store.clock = lambda: real() + 31 * 86400
+    assert [opens(t) for t in (default, week, never, cli)] == [False, False, True, True]
+    assert sorted(t["description"] for t in lx.store.list_tokens()) == ["", "operator"]  # the live ones
+
+
+def test_a_labelx_db_made_before_token_expiry_opens_and_its_tokens_last(env, tmp_path) -> None:
+    """An old file's tokens table has no ``expires_at``: it gets one, and its tokens stay live."""
+    import sqlite3
+
+    from labelx.auth import sha256
+    from labelx.store import LabelStore
+
+    path = tmp_path / "old-labelx.db"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE users(id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, role TEXT NOT NULL,"
+        " pw_hash TEXT NOT NULL, created_at REAL NOT NULL);"
+        "CREATE TABLE tokens(token_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL,"
+        " description TEXT NOT NULL, created_at REAL NOT NULL);"
+        "INSERT INTO users VALUES(1, 'old', 'admin', 'x', 0);"
+        f"INSERT INTO tokens VALUES('{sha256('lx_old')}', 1, 'from before', 0);"
+    )
+    db.commit()
+    db.close()
+    store = LabelStore(path)
+    try:
+        assert store.token_user(sha256("lx_old")).name == "old"
+        assert [(t["description"], t["expires"]) for t in store.list_tokens()] == [("from before", None)]
+    finally:
+        store.close()
