@@ -128,19 +128,28 @@ class AccountRecords:
             db.execute("DELETE FROM sessions WHERE id_hash=?", (id_hash,))
 
     def create_token(
-        self, token_hash: str, user_id: int, description: str, proof: tuple[str, str] | None = None
+        self,
+        token_hash: str,
+        user_id: int,
+        description: str,
+        proof: tuple[str, str] | None = None,
+        ttl: float | None = None,
     ) -> bool:
         """Store a token; with ``proof`` (``("session" | "token", hash)``: the credential of the
         request asking) only while that credential still exists, in one statement. False:
-        nothing written (it was ended meanwhile, ``set_password``)."""
-        row = (token_hash, user_id, description, self.clock())
+        nothing written (it was ended meanwhile, ``set_password``). ``ttl``: seconds it opens
+        anything for (None: until revoked); expired ones are deleted here."""
+        now = self.clock()
+        row = (token_hash, user_id, description, now, None if ttl is None else now + ttl)
         with self._write() as db:
+            db.execute("DELETE FROM tokens WHERE expires_at < ?", (now,))
+            insert = "INSERT INTO tokens(token_hash, user_id, description, created_at, expires_at)"
             if proof is None:
-                db.execute("INSERT INTO tokens VALUES(?,?,?,?)", row)
+                db.execute(f"{insert} VALUES(?,?,?,?,?)", row)
                 return True
             table, column = _PROOFS[proof[0]]
             cur = db.execute(
-                f"INSERT INTO tokens SELECT ?,?,?,? WHERE EXISTS (SELECT 1 FROM {table} WHERE {column}=?)",
+                f"{insert} SELECT ?,?,?,?,? WHERE EXISTS (SELECT 1 FROM {table} WHERE {column}=?)",
                 (*row, proof[1]),
             )
         return cur.rowcount == 1
@@ -153,27 +162,31 @@ class AccountRecords:
         return None if row is None else row[0]
 
     def list_tokens(self, user_id: int | None = None) -> list[dict[str, Any]]:
-        """Every API token (or one user's): its id (the SHA-256 the table keeps, what
-        ``delete_token`` takes), owner, description and creation time. No secret: none is kept.
-        Why: ``datahub labelx list-tokens`` shows an admin what is live, to revoke by id."""
+        """Every live API token (or one user's): its id (the SHA-256 the table keeps, what
+        ``delete_token`` takes), owner, description, creation and expiry time (None: never). No
+        secret: none is kept. Why: ``datahub labelx list-tokens`` shows an admin what is live,
+        to revoke by id; an expired token opens nothing, so it is not listed."""
         rows = (
             self._conn()
             .execute(
-                "SELECT t.token_hash, u.name, t.description, t.created_at FROM tokens t "
-                "JOIN users u ON u.id = t.user_id WHERE ? IS NULL OR t.user_id = ? "
+                "SELECT t.token_hash, u.name, t.description, t.created_at, t.expires_at FROM tokens t "
+                "JOIN users u ON u.id = t.user_id WHERE (? IS NULL OR t.user_id = ?) "
+                "AND (t.expires_at IS NULL OR t.expires_at >= ?) "
                 "ORDER BY u.name, t.created_at, t.token_hash",
-                (user_id, user_id),
+                (user_id, user_id, self.clock()),
             )
             .fetchall()
         )
-        return [dict(zip(("id", "user", "description", "created"), r, strict=True)) for r in rows]
+        keys = ("id", "user", "description", "created", "expires")
+        return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def token_user(self, token_hash: str) -> User | None:
         row = (
             self._conn()
             .execute(
-                "SELECT u.id, u.name, u.role FROM tokens t JOIN users u ON u.id = t.user_id WHERE t.token_hash=?",
-                (token_hash,),
+                "SELECT u.id, u.name, u.role FROM tokens t JOIN users u ON u.id = t.user_id "
+                "WHERE t.token_hash=? AND (t.expires_at IS NULL OR t.expires_at >= ?)",
+                (token_hash, self.clock()),
             )
             .fetchone()
         )

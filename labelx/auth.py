@@ -29,6 +29,7 @@ CSRF_HEADER = "x-csrf-token"
 SESSION_TTL = 12 * 3600.0
 _N, _R, _P = 2**14, 8, 1
 MIN_PASSWORD = 8
+TOKEN_DAYS = 30  # what a token made over the API opens things for, unless it asks otherwise (caller37)
 
 
 def hash_password(password: str) -> str:
@@ -119,13 +120,53 @@ class Auth:
             raise AccessDenied("only the token's owner or an admin may revoke it")
         self.store.delete_token(token_hash)
 
-    def new_token(self, user: User, description: str = "", proof: Principal | None = None) -> str:
+    def token_for(
+        self, who: Principal, description: str = "", password: str = "", expires_days: int | None = None
+    ) -> str:
+        """``POST /api/tokens``: a new API token for the caller, under the rule for how it came.
+
+        A browser session must send the account's password again ("sudo mode", as GitHub
+        asks): a session cookie, and the CSRF token any LabelX page shows, are enough to act
+        while the session lasts, and without the password a borrowed or copied session made
+        an ``lx_`` token that never expires, outlives sign-out and the person never sees
+        (caller36). A bearer token may make one only for an admin (who may make whole
+        accounts anyway); another's would let a leaked token outlive its own revocation.
+        Refusals are AccessDenied (403): a 401 sends the page to the login form.
+        ``expires_days``: how long it opens anything (None: until revoked)."""
+        if who.csrf is not None:  # a browser session
+            if not password:
+                raise AccessDenied(
+                    f"an API token made from a browser session needs {who.user.name!r}'s password again: "
+                    "type it in the token form (field 'password') and create it again"
+                )
+            found = self.store.user_with_hash(who.user.name)
+            stored = found[1] if found is not None and found[1] != DISABLED else _DUMMY_HASH
+            if not verify_password(password, stored) or found is None or found[1] == DISABLED:
+                raise AccessDenied(
+                    f"wrong password for {who.user.name!r}: no API token made; type the password you "
+                    f"log in with (forgot it? the operator sets one with "
+                    f"`datahub labelx set-password {who.user.name}`)"
+                )
+        elif not who.user.is_admin:
+            raise AccessDenied(
+                f"an API token cannot make another for {who.user.name!r} (only an admin's can): log in "
+                "and create one with your password (POST /api/tokens with 'password'), or have the "
+                f"operator run `datahub labelx create-token {who.user.name} --description WHAT`"
+            )
+        ttl = None if expires_days is None else expires_days * 86400.0
+        return self.new_token(who.user, description, proof=who, ttl=ttl)
+
+    def new_token(
+        self, user: User, description: str = "", proof: Principal | None = None, ttl: float | None = None
+    ) -> str:
         """A new API token for ``user``; with ``proof`` (a request's caller) only while the
         session or token that request came with still exists. Why: a password change or a
         disable ends them in its transaction, and a request authenticated just before it wrote
         a token, which never expires, just after (review19b). The operator's CLI gives none."""
         token = "lx_" + secrets.token_urlsafe(32)
-        if not self.store.create_token(sha256(token), user.id, description, proof.proof if proof else None):
+        if not self.store.create_token(
+            sha256(token), user.id, description, proof.proof if proof else None, ttl
+        ):
             raise Unauthenticated(
                 "this session or API token was ended meanwhile (the account's password was changed, "
                 "or the account disabled): log in again"

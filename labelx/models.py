@@ -14,7 +14,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from datahub.api.schemas import whole_number  # JSON Schema's integer, as the datahub API takes it
 from datahub.validation import NAME_PATTERN, REF_PATTERN
-from labelx.auth import MIN_PASSWORD
+from labelx.auth import MIN_PASSWORD, TOKEN_DAYS
 from labelx.service import MAX_TASK_SIZE
 
 # a strict integer that fits a SQLite INTEGER (larger ones are bad input, not an overflow) and is
@@ -59,6 +59,17 @@ class UserCreate(Body):
 
 class TokenCreate(Body):
     description: str = ""
+    password: str = Field(
+        "",
+        max_length=1024,
+        description="the caller's password: required from a browser session, not with a bearer token",
+    )
+    expires_days: int | None = Field(
+        TOKEN_DAYS,
+        ge=1,
+        le=3650,
+        description=f"days until it opens nothing (default {TOKEN_DAYS}); null: until revoked",
+    )
 
 
 class TokenRevoke(Body):
@@ -172,6 +183,7 @@ class TokenInfoOut(BaseModel):
     user: str
     description: str
     created: float
+    expires: float | None = None  # None: until revoked
 
 
 class Ok(BaseModel):

@@ -63,7 +63,7 @@ def create_user(lx: LX, who: Who, body: UserCreate) -> UserOut:
 
 @router.post("/tokens", status_code=201)
 def create_token(lx: LX, who: Who, body: TokenCreate = TokenCreate()) -> TokenOut:
-    return TokenOut(token=lx.auth.new_token(who.user, body.description, proof=who))
+    return TokenOut(token=lx.auth.token_for(who, body.description, body.password, body.expires_days))
 
 
 @router.get("/tokens")

@@ -77,7 +77,8 @@ CREATE TABLE IF NOT EXISTS users(
 CREATE TABLE IF NOT EXISTS sessions(
   id_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL, csrf TEXT NOT NULL, expires_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS tokens(
-  token_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL, description TEXT NOT NULL, created_at REAL NOT NULL);
+  token_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL, description TEXT NOT NULL, created_at REAL NOT NULL,
+  expires_at REAL);
 CREATE TABLE IF NOT EXISTS projects(
   id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, dataset TEXT NOT NULL, version INTEGER NOT NULL,
   prefix TEXT NOT NULL, filter TEXT NOT NULL, schema TEXT NOT NULL, task_size INTEGER NOT NULL,
@@ -135,6 +136,9 @@ class LabelStore(AccountRecords):
             if "dataset_label" not in columns:
                 db.execute("ALTER TABLE items ADD COLUMN dataset_label TEXT")
                 db.execute("UPDATE items SET dataset_label = original")  # what the file kept, until read
+            columns = {row[1] for row in db.execute("PRAGMA table_info(tokens)")}
+            if "expires_at" not in columns:  # tokens made before caller37 never expire (NULL)
+                db.execute("ALTER TABLE tokens ADD COLUMN expires_at REAL")
             columns = {row[1] for row in db.execute("PRAGMA table_info(projects)")}
             if "dataset_labels_read" not in columns:
                 db.execute("ALTER TABLE projects ADD COLUMN dataset_labels_read INTEGER NOT NULL DEFAULT 0")

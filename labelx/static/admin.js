@@ -18,11 +18,12 @@ async function loadTokens() {
       } catch (e) { say(msg, e.message, "msg err"); }
     });
     return el("tr", { "data-id": t.id }, el("td", {}, t.user), el("td.mono", { title: t.id }, t.id.slice(0, 12) + "…"),
-      el("td", {}, t.description || "—"), el("td", {}, when(t.created)), el("td", {}, revoke));
+      el("td", {}, t.description || "—"), el("td", {}, when(t.created)),
+      el("td", {}, t.expires == null ? "never (until revoked)" : when(t.expires)), el("td", {}, revoke));
   };
   document.getElementById("tokens").replaceChildren(
-    el("tr", {}, ...["user", "id", "description", "created", "revoke"].map(h => el("th", {}, h))),
-    ...(tokens.length ? tokens.map(row) : [el("tr", {}, el("td", { colspan: "5" }, "No live token."))]));
+    el("tr", {}, ...["user", "id", "description", "created", "expires", "revoke"].map(h => el("th", {}, h))),
+    ...(tokens.length ? tokens.map(row) : [el("tr", {}, el("td", { colspan: "6" }, "No live token."))]));
 }
 document.addEventListener("DOMContentLoaded", () => {
   crumbs({ text: "Projects", href: "/" }, { text: "Users & tokens" });
@@ -39,8 +40,13 @@ document.addEventListener("DOMContentLoaded", () => {
     // a refusal is said beside the button: it was an unhandled rejection, the page said nothing
     const msg = document.getElementById("token-msg"), pre = document.getElementById("token");
     try {
-      const r = await api("POST", "/api/tokens", { description: new FormData(ev.target).get("description") });
-      say(msg, ""); pre.hidden = false; pre.textContent = r.token; loadTokens();
+      // the password again: a session alone makes no token (caller37); never kept in the form
+      const f = new FormData(ev.target), password = ev.target.elements.password;
+      password.value = "";
+      const days = f.get("expires_days");  // "": never, until revoked
+      const r = await api("POST", "/api/tokens", {
+        description: f.get("description"), password: f.get("password"), expires_days: days ? Number(days) : null });
+      say(msg, ""); pre.hidden = false; pre.textContent = r.token; ev.target.reset(); loadTokens();
     } catch (e) { pre.hidden = true; say(msg, e.message, "msg err"); }
   });
   loadUsers(); loadTokens();

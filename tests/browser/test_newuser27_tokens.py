@@ -6,8 +6,11 @@ with a Revoke button, through the store methods ``datahub labelx list-tokens`` a
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import httpx
 
+from datahub.demo import labelx_admin
 from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
 from tests.browser.conftest import Env
 from tests.browser.labelx_signin import signed_in
@@ -19,7 +22,18 @@ def test_the_admin_page_lists_live_tokens_and_revokes_one(chrome: Chrome, env: E
     with signed_in(c, env) as base:
         c.visit(f"{base}/labelx/admin")
         _wait_text(c, "#tokens", "No live token.")
+        # the session alone makes no token: the password again, and a wrong one is said (caller37)
         c.find("#token-form [name=description]").send_keys("nightly export")
+        c.find("#token-form [name=password]").send_keys("not the admin's password")
+        c.find("#token-form button[type=submit]").click()
+        _wait_text(c, "#token-msg", "wrong password for 'admin'")
+        c.check("caller37-token-wrong-password", page_error=f"{base}/labelx/api/tokens")
+        assert (
+            not c.find("#token").is_displayed()
+            and c.find("#token-form [name=password]").get_attribute("value") == ""
+        )
+        _wait_text(c, "#tokens", "No live token.")
+        c.find("#token-form [name=password]").send_keys(labelx_admin(env.config).read_text().strip())
         c.find("#token-form button[type=submit]").click()
         _wait_text(c, "#token", "lx_")
         secret = c.find("#token").text
@@ -28,7 +42,10 @@ def test_the_admin_page_lists_live_tokens_and_revokes_one(chrome: Chrome, env: E
         rows = c.find_all("#tokens tr[data-id]")
         assert len(rows) == 1
         cells = [td.text for td in rows[0].find_elements("css selector", "td")]
-        assert cells[0] == "admin" and cells[2] == "nightly export" and cells[4] == "Revoke"
+        assert cells[0] == "admin" and cells[2] == "nightly export" and cells[5] == "Revoke"
+        # the form's default: 30 days from its creation, shown beside it (caller37)
+        made = datetime.strptime(cells[3], "%Y-%m-%d %H:%M:%S UTC")
+        assert datetime.strptime(cells[4], "%Y-%m-%d %H:%M:%S UTC") - made == timedelta(days=30)
         token_id = rows[0].get_attribute("data-id")
         assert cells[1] == token_id[:12] + "…" and len(token_id) == 64
         assert secret not in c.find("#tokens").text  # never the secret

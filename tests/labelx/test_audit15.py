@@ -28,7 +28,7 @@ from labelx.app import create_labelx_app
 from labelx.deps import labelx_db_path
 from tests.api.test_audit14 import as_nobody
 from tests.cache.test_file_modes import reachable  # noqa: F401 - a fixture
-from tests.labelx.conftest import PASSWORD, Env, Session, add_users, make_project
+from tests.labelx.conftest import PASSWORD, Env, Session, add_users, make_project, ok
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user (nobody)")
 
@@ -89,7 +89,7 @@ def test_the_operator_can_take_an_account_away_and_give_it_back(
 ) -> None:
     admin = Session(app, "admin")
     make_project(admin)
-    token = admin.post("/api/tokens", {}).json()["token"]
+    token = ok(admin.post("/api/tokens", {"password": PASSWORD}), 201)["token"]
     script = TestClient(app, base_url="http://127.0.0.1")
     bearer = {"Authorization": f"Bearer {token}"}
     assert (

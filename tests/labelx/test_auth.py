@@ -90,7 +90,7 @@ def test_logout_ends_the_session(app):
 
 def test_api_tokens_work_for_scripts_without_csrf(app):
     admin = Session(app, "admin")
-    token = ok(admin.post("/api/tokens", {"description": "ci"}), 201)["token"]
+    token = ok(admin.post("/api/tokens", {"description": "ci", "password": PASSWORD}), 201)["token"]
     script = TestClient(app, base_url="http://127.0.0.1")
     auth = {"Authorization": f"Bearer {token}"}
     assert ok(script.get("/api/me", headers=auth))["name"] == "admin"
