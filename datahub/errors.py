@@ -245,6 +245,13 @@ def job_not_found(job: str, kind: str = "") -> JobNotFound:
     return JobNotFound(f"task job {job!r} not found: {how}", job=job, **({"kind": kind} if kind else {}))
 
 
+class JobFinished(Conflict):
+    """A task job that is over (every task done, or failed) was asked for more work by a
+    reader that already saw it over: a TaskStream iterated for a second epoch."""
+
+    code = "job_finished"
+
+
 class LeaseLost(Conflict):
     """A worker no longer holds a task's lease (it expired and another worker took the task)."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -20,6 +21,8 @@ from datahub.pack.layout import KIND_IMAGE, decode_sample
 from datahub.pack.shard import ShardReader
 from datahub.torch._torch import Dataset, Sampler, image_tensor
 from datahub.torch.files import OPEN_BUFFER
+
+log = logging.getLogger(__name__)
 
 Transform = Callable[[bytes | memoryview, Mapping[str, Any]], Any]
 _CHUNK = 16 * 1024**2  # shard download read size (bounded memory)
@@ -235,7 +238,12 @@ class PackedDataset(Dataset):
         directory = Path(cache_dir)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
         paths = [
-            _local_copy(source, catalog.get_record(dataset, version.seq, s["record"]), directory)
+            _local_copy(
+                source,
+                catalog.get_record(dataset, version.seq, s["record"]),
+                directory,
+                f"{dataset}@v{version.seq}",
+            )
             for s in index["shards"]
         ]
         made = cls(paths, [s["keys"] for s in index["shards"]], transform)
@@ -268,30 +276,116 @@ class PackedDataset(Dataset):
         return _transformed(self.transform, data, sample.labels, key, self.version, "PackedDataset.open")
 
 
-def _local_copy(source: Any, record: Record, directory: Path) -> Path:
-    """Download one shard through the cache into ``directory`` (atomic; reused when present)."""
+def _local_copy(source: Any, record: Record, directory: Path, where: str = "this packed version") -> Path:
+    """Download one shard through the cache into ``directory`` (atomic), or reuse the copy there.
+
+    A copy is reused only while its stamp (``NAME.lmdb.verified``: the record's checksum, URL,
+    etag and size, and the file's st_ino, st_size, st_mtime_ns and st_ctime_ns when it was
+    verified) still matches the file: any write through the file system, a rename over it or a
+    restore changes the inode or the ctime, which no tool can set back. Why: the copy was reused
+    whenever a file of the right size was there, so one damaged or rewritten in place (another
+    tool, a half-restored backup, another dataset's file of that name) served wrong samples
+    without a word (promise 2: a changed cache file is never served). Why a stamp, not a hash
+    at every open: a stat costs microseconds, a 256 MiB shard's sha256 most of a second. The
+    price: a change below the file system (a media error the disk does not report) leaves the
+    stamp matching; deleting the stamps makes the next open hash every copy again.
+
+    A copy whose stamp does not match is hashed again and, if it matches the record's sha256,
+    stamped and kept; otherwise it is replaced with a warning naming the shard and ``where``.
+    A record without a sha256 checksum cannot be checked locally: its copy is reused only while
+    its stamp (made when this code downloaded it) matches, and downloaded again otherwise."""
     name = (
         record.checksum.partition(":")[2]
         or hashlib.sha256(f"{record.url}\0{record.etag}".encode()).hexdigest()
     )
     path = directory / f"{name[:32]}.lmdb"
-    if path.exists() and path.stat().st_size == record.size:
-        return path
+    stamp_path = path.with_name(f"{path.name}.verified")
+    want = record.checksum[7:] if record.checksum.startswith("sha256:") else ""
+    try:
+        before = path.stat()
+    except FileNotFoundError:
+        before = None
+    if before is not None:
+        if _read_stamp(stamp_path) == _stamp(before, record):
+            return path
+        if want and before.st_size == record.size and _file_sha256(path) == want:
+            after = path.stat()
+            if _stamp(after, record) == _stamp(before, record):  # not changed while hashed
+                _write_stamp(stamp_path, _stamp(after, record))
+                return path
+        log.warning(
+            "shard %s of %s: the local copy %s does not match %s; downloading it again",
+            record.key,
+            where,
+            path,
+            f"its recorded checksum ({record.checksum})"
+            if want
+            else "the stamp written when it was downloaded (the record has no sha256 to check it against)",
+        )
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     digest = hashlib.sha256()
+    # 0600: a shard holds a dataset's bytes, which no other local user may read
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        # 0600: a shard holds a dataset's bytes, which no other local user may read;
-        # explicit buffering: no isatty() (files.py)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with open(fd, "wb", buffering=OPEN_BUFFER) as fh:
+        # explicit buffering: no isatty() (files.py); the fd stays open to stamp the file renamed
+        with open(fd, "wb", buffering=OPEN_BUFFER, closefd=False) as fh:
             for offset in range(0, record.size, _CHUNK):
                 chunk = source.read(record, offset, min(_CHUNK, record.size - offset))
                 digest.update(chunk)
                 fh.write(chunk)
-        if record.checksum.startswith("sha256:") and digest.hexdigest() != record.checksum[7:]:
-            raise ObjectChanged(f"shard {record.key} ({record.url}) does not match its recorded checksum",
-                                key=record.key)  # fmt: skip
+        if want and digest.hexdigest() != want:
+            raise ObjectChanged(
+                f"shard {record.key} of {where} ({record.url}) does not match its recorded checksum",
+                key=record.key,
+                version=where,
+            )
+        os.replace(tmp, path)
+        _write_stamp(stamp_path, _stamp(os.fstat(fd), record))  # after the rename: it may set ctime
+    finally:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _stamp(st: os.stat_result, record: Record) -> dict[str, Any]:
+    """What a verified copy was: the record it holds and the file as it was then."""
+    return {
+        "checksum": record.checksum,
+        "url": record.url,
+        "etag": record.etag,
+        "size": record.size,
+        "st_ino": st.st_ino,
+        "st_size": st.st_size,
+        "st_mtime_ns": st.st_mtime_ns,
+        "st_ctime_ns": st.st_ctime_ns,
+    }
+
+
+def _read_stamp(path: Path) -> dict[str, Any] | None:
+    """The stamp beside a copy, or None (missing or unreadable: the copy is checked again)."""
+    try:
+        got = json.loads(path.read_bytes())
+    except (OSError, ValueError):
+        return None
+    return got if isinstance(got, dict) else None
+
+
+def _write_stamp(path: Path, stamp: dict[str, Any]) -> None:
+    """Write a stamp atomically (a reader sees the old one or the new one, never half)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "wb", buffering=OPEN_BUFFER) as fh:
+            fh.write(json.dumps(stamp, sort_keys=True).encode())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-    return path
+
+
+def _file_sha256(path: Path) -> str:
+    """The sha256 of a local file, read in bounded chunks."""
+    digest = hashlib.sha256()
+    with open(path, "rb", buffering=OPEN_BUFFER) as fh:
+        while chunk := fh.read(_CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from datahub.errors import JobNotFound, LeaseLost, job_not_found
+from datahub.errors import JobFinished, JobNotFound, LeaseLost, job_not_found
 from datahub.tasks import Task, TaskQueue
 from datahub.torch._torch import IterableDataset, get_worker_info
 from datahub.validation import check_name
@@ -42,12 +42,18 @@ class TaskStream(IterableDataset):
         self.open_queue, self.job, self.produce = open_queue, job, produce
         self.lease_seconds, self.poll_seconds, self.name = lease_seconds, poll_seconds, name
         self.stop = threading.Event()  # set to leave after the current sample
+        self._saw_done = False  # this object's last pass ended because the job was over
 
     def worker_id(self) -> str:
         info = get_worker_info()
         return f"{self.name or socket.gethostname()}:{os.getpid()}:{info.id if info else 0}"
 
     def __iter__(self) -> Iterator[Any]:
+        """Claim and yield until the job is over; a worker that joins when it already is
+        ends at once, quietly. The same object iterated again (in the same process) after
+        its pass saw the job over is a JobFinished error (``_job_finished``)."""
+        if self._saw_done:
+            raise _job_finished(self.job)
         queue = self.open_queue()
         worker = self.worker_id()
         try:
@@ -56,6 +62,7 @@ class TaskStream(IterableDataset):
                 if task is None:
                     state = self._job(queue)
                     if state.done or state.failed:
+                        self._saw_done = True
                         return
                     self.stop.wait(self.poll_seconds)  # others hold the rest: wait for DONE or expiry
                     continue
@@ -93,6 +100,21 @@ class TaskStream(IterableDataset):
                     pass
             else:  # leaving early (stop, error, consumer closed the generator): hand it back now
                 queue.release(self.job, task.index, task.lease)
+
+
+def _job_finished(job: str) -> JobFinished:
+    """The error of a second pass over a finished epoch. Why an error: a DataLoader with
+    ``persistent_workers=True`` (what ``recommend_loader_settings`` suggests) iterates its
+    workers' copies again each epoch; every task was DONE, so the epoch yielded zero samples
+    and the training loop ran it without a word."""
+    return JobFinished(
+        f"TaskStream over job {job!r} was iterated again after the job was over (every task done): "
+        "a job is one epoch and is read once. Make one job per epoch, e.g. "
+        f'shard_epoch(queue, f"{job}-{{epoch}}", len(dataset.readers)), and a new TaskStream and '
+        "DataLoader over it each epoch, with persistent_workers=False (persistent workers keep "
+        "iterating the first epoch's stream; docs/torch.md, TaskStream)",
+        job=job,
+    )
 
 
 def shard_epoch(
