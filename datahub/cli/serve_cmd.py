@@ -150,10 +150,10 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             file=ctx.err,
         )
         if args.labelx:
-            # quoted: a home with a space split the command in two as typed (newuser31)
-            home = f" --home {shlex.quote(str(ctx.config.home_path))}" if getattr(args, "home", None) else ""
             # as the user runs datahub: after make run, "datahub …" is "command not found" (newuser28)
-            create = as_typed(f"`datahub{home} labelx create-user NAME --role admin`", ctx.command)
+            create = as_typed(
+                f"`datahub{_labelx_location(args, ctx)} labelx create-user NAME --role admin`", ctx.command
+            )
             print(f"LabelX on {url}/labelx/ (users: {create})", file=ctx.err)
         ctx.err.flush()
 
@@ -167,6 +167,23 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             sock.close()
     print("stopped", file=ctx.err)
     return code
+
+
+def _labelx_location(args: argparse.Namespace, ctx: CliContext) -> str:
+    """The options a ``labelx create-user`` line needs to reach this server's labelx.db and
+    catalog from any directory: the home (absolute, quoted: a home with a space split the
+    command in two, newuser31) once a location option was given, and the catalog and the
+    configuration file given. Why: under ``serve --catalog URL`` without ``--home`` the line
+    named no home, so typed in another directory it made the user in that directory's
+    ./var/labelx.db, which this server never reads; and one naming ``--home`` dropped the
+    ``--catalog`` and ``--config`` the server ran with (newuser36)."""
+    catalog, config_file = getattr(args, "catalog", None), getattr(args, "config", None)
+    if not (getattr(args, "home", None) or catalog or config_file):
+        return ""  # ./var here, as the server's: the line is typed where serve was
+    words = [] if config_file is None else ["--config", str(Path(config_file).resolve())]
+    words += [] if catalog is None else ["--catalog", catalog]
+    words += ["--home", str(ctx.config.home_path)]
+    return " " + shlex.join(words)
 
 
 def pages_name_commands_as_typed(
