@@ -18,6 +18,7 @@ import signal
 import socket
 import stat
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -101,6 +102,24 @@ def _kubelet_dir_problem(path: str) -> str | None:
     return None
 
 
+def _state_dir_problem(path: str) -> str | None:
+    """Why ``--state-dir`` cannot hold the node plugin's state, or None; it is made here if
+    missing, as the plugin would. Why at start: one it could not make or write (a typo under
+    ``/proc``, a read-only host path, a file) ended the plugin in a Python traceback from
+    ``mkdir`` (newuser36), or would have refused every publish at its first write."""
+    state = Path(path)
+    if state.exists() and not state.is_dir():
+        return "not a directory"
+    try:
+        state.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".probe.", dir=state)
+    except OSError as exc:
+        return f"cannot be made or written ({exc.strerror or type(exc).__name__})"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -109,6 +128,11 @@ def main(argv: list[str] | None = None) -> int:
             f"argument --kubelet-dir: {args.kubelet_dir}: {problem}; give the kubelet's --root-dir "
             "(where it makes pods/<uid>/volumes/…; /var/snap/microk8s/common/var/lib/kubelet on "
             "MicroK8s): the node plugin refuses every target and staging path outside it"
+        )
+    if args.mode in ("node", "all") and (problem := _state_dir_problem(args.state_dir)):
+        parser.error(
+            f"argument --state-dir: {args.state_dir}: {problem}; give a directory this user may "
+            "write (the node plugin keeps its volumes' records and mounts there: a hostPath of the node)"
         )
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

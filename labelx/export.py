@@ -455,7 +455,11 @@ def export_csv(
 
 def _require_detection(service: LabelService, project: Project, fmt: str) -> None:
     if service.schema(project).kind != "detection":
-        raise Conflict(f"{fmt} export is for detection projects; use CSV for classification")
+        # it named neither the project nor the format to give (newuser36)
+        raise Conflict(
+            f"project {project.name!r} is a classification project: {fmt} export is for detection "
+            "projects; export it as CSV"
+        )
 
 
 def export_coco(

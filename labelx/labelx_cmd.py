@@ -97,7 +97,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--version", default=None, help="version number, tag or latest (default)")
     s.add_argument("--prefix", default="", help="only the records under this key prefix, e.g. val/")
     s.add_argument("--filter", default="", help="record filter, e.g. 'meta.split=train'")
-    s.add_argument("--kind", choices=("classification", "detection"), default="classification")
+    s.add_argument(
+        "--kind",
+        choices=("classification", "detection"),
+        default="classification",
+        help="a class per image, or boxes (default: %(default)s)",
+    )
     s.add_argument("--multi", action="store_true", help="multi-label classification")
     s.add_argument("--classes", required=True, help="comma-separated class names (keys 1, 2, 3 …)")
     s.add_argument("--field", default=None, help="record label field (default: class / boxes)")
@@ -376,12 +381,14 @@ def _create_project(args, ctx) -> int:
             f"--dataset takes a dataset's name, not a version ({args.dataset!r}); "
             f"the version goes in --version: `--dataset {name} --version {ref or 'latest'}`"
         )
+    classes = [c for c in args.classes.split(",") if c.strip()]
+    if not classes:  # it said "a label schema needs 1 to 64 classes", of a flag given (newuser36)
+        raise InvalidInput(
+            f"--classes {args.classes!r} names no class: give the class names, comma-separated "
+            "(--classes cat,dog)"
+        )
     service = _service(ctx)
-    schema = {
-        "kind": args.kind,
-        "multi": args.multi,
-        "classes": [c for c in args.classes.split(",") if c.strip()],
-    }
+    schema = {"kind": args.kind, "multi": args.multi, "classes": classes}
     if args.field:
         schema["field"] = args.field
     project = service.create_project(

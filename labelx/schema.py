@@ -198,8 +198,9 @@ def parse_schema(spec: dict[str, Any]) -> LabelSchema:
             raise InvalidInput(f"class {name!r} needs a single-character shortcut key (digit or letter)")
         used.add(key.lower())
         classes.append(LabelClass(name, color.lower(), key.lower()))
-    if len({c.name for c in classes}) != len(classes):
-        raise InvalidInput("class names must be unique")
+    twice = sorted({c.name for c in classes if [d.name for d in classes].count(c.name) > 1})
+    if twice:  # it said only "class names must be unique", of a list of 20 (newuser36)
+        raise InvalidInput(f"class names must be unique: {', '.join(map(repr, twice))} given more than once")
     if len({c.key for c in classes}) != len(classes):
         raise InvalidInput("shortcut keys must be unique")
     clash = {c.key for c in classes} & RESERVED_KEYS

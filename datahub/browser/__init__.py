@@ -8,10 +8,13 @@ mounted by the composition root (``datahub serve``, ``make run``), like LabelX.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 from fastapi import FastAPI, Request, Response
+from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -20,6 +23,23 @@ from datahub.web import page_headers
 from datahub.web.images import ImageSource
 
 STATIC = Path(__file__).parent / "static"
+
+# /datasets/NAME/v3[/FOLDER/KEY], /datasets/NAME@v3[/...]: a version addressed as the CLI
+# (NAME@v3) and a mount (MNT/NAME/v3/KEY) write it, with no ``versions/`` in between
+_VERSION_GUESS = re.compile(r"/datasets/([^/@]+)[/@](v?[0-9]+|latest)(?:/(.*))?")
+
+
+def version_address(path: str) -> str | None:
+    """The browser's address of the version (and folder or record) ``path`` names the way the
+    CLI and a mount do, or None. Why: ``/datasets/pets/v1`` and ``/datasets/pets/v1/train/`` were
+    "no page at …: start from the datasets at /", the way every other mistyped address is,
+    though what was meant is plain (newuser36)."""
+    match = _VERSION_GUESS.fullmatch(path)
+    if match is None:
+        return None
+    name, ref, rest = match.groups()
+    address = f"/datasets/{quote(name)}/versions/{quote(ref)}"
+    return f"{address}?{urlencode({'prefix': rest})}" if rest else address
 
 
 def mount_browser(app: FastAPI, *, cache: Any = None, stores: Any = None, labelx: bool = False) -> Browser:
@@ -38,6 +58,9 @@ def mount_browser(app: FastAPI, *, cache: Any = None, stores: Any = None, labelx
         (no ``text/html`` in Accept) and every path under ``/v1/`` keep the API's JSON."""
         wants_page = "text/html" in request.headers.get("accept", "")
         if exc.status_code == 404 and wants_page and not request.url.path.startswith("/v1/"):
+            address = version_address(request.url.path)
+            if address is not None:  # the version's page checks the name, the ref and access
+                return RedirectResponse(address, 303)
             response = error_page(
                 request, 404, "not_found", f"no page at {request.url.path}: start from the datasets at /"
             )

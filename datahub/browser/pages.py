@@ -301,6 +301,9 @@ def datasets_page(request: Request, q: str = "", after: str = "") -> Response:
 
 @router.get("/datasets/{name}", response_class=HTMLResponse)
 def dataset_page(request: Request, name: str, before: int = 0) -> Response:
+    if "@" in name[1:]:  # NAME@v3, as the CLI writes a version: it was 400 "invalid dataset name" (newuser36)
+        base, _, ref = name.partition("@")
+        return RedirectResponse(f"/datasets/{quote(base)}/versions/{quote(ref or 'latest')}", 303)
     b, principal, dataset = _dataset(request, name)
     view = _lineage_view(b, principal)
     versions = [view.version(v) for v in b.catalog.log(name)]

@@ -120,6 +120,15 @@ def _parse_line(path: str, number: int, line: str) -> Change:
         if first["type"] == "json_invalid":  # it read "line 1: : Invalid JSON: … at line 1 column 2"
             error = str((first.get("ctx") or {}).get("error", first["msg"]))
             why = f"not valid JSON ({error.replace(' at line 1 column ', ' at column ')})"
+        elif first["type"] in ("union_tag_not_found", "union_tag_invalid"):
+            # pydantic's "Unable to extract tag using discriminator 'op'" and "Input tag 'frob'
+            # found using 'op' does not match any of the expected tags: …" (newuser36)
+            given = (first.get("ctx") or {}).get("tag")
+            what = 'no "op"' if given is None else f"op {given!r} is none of put, delete, patch"
+            why = (
+                f"{what}: each line is one change, "
+                '{"op": "put", "record": {…}}, {"op": "delete", "key": …} or {"op": "patch", "key": …, …}'
+            )
         else:
             why = f"{where}: {first['msg']}" if where else first["msg"]
         raise InvalidInput(f"change set {path} line {number}: {why}", path=path, line=number) from None

@@ -96,12 +96,34 @@ def show(args: argparse.Namespace, ctx: CliContext) -> int:
     return 0
 
 
+def _not_held(name: str, relation: str, given, held, shown: list[str]) -> str | None:
+    """A note naming each of ``given`` (a ``--revoke`` principal, a ``--remove-source``
+    prefix) that ``held`` lacks, with what the dataset holds, or None. Why: a mistyped
+    ``--revoke alcie`` printed the dataset, exit 0, and nothing said alice kept her role
+    (newuser36). A note, not a refusal: revoking is never refused (a name the principal rules
+    no longer accept must stay removable, tests/cli/test_principals.py), and a script's
+    revoke of what is already gone must go on working."""
+    missing = sorted(g for g in given if g not in held)
+    if not missing:
+        return None
+    has = ", ".join(shown) if shown else "none"
+    return (
+        f"note: {', '.join(map(repr, missing))} {relation} dataset {name!r} (it has: {has}): "
+        "nothing to remove there; check the spelling"
+    )
+
+
 def update(args: argparse.Namespace, ctx: CliContext) -> int:
     catalog = ctx.catalog
     fields = {k: getattr(args, k) for k in ("description", "source", "owner") if getattr(args, k) is not None}
     _owner(fields.get("owner"))
+    notes: list[str | None] = []
     if args.grant or args.revoke:
-        acl = dict(catalog.get_dataset(args.name).acl) | parse_grants(args.grant)
+        held = dict(catalog.get_dataset(args.name).acl)
+        notes.append(
+            _not_held(args.name, "holds no role on", args.revoke, held, [f"{p}={r}" for p, r in held.items()])
+        )
+        acl = held | parse_grants(args.grant)
         for principal in args.revoke:
             acl.pop(principal, None)
         fields["acl"] = acl
@@ -109,7 +131,9 @@ def update(args: argparse.Namespace, ctx: CliContext) -> int:
         from datahub.catalog.sources import check_sources
 
         removed = set(check_sources(args.remove_source, args.name))
-        sources = (*catalog.get_dataset(args.name).sources, *args.add_source)
+        now = check_sources(catalog.get_dataset(args.name).sources, args.name)
+        notes.append(_not_held(args.name, "is no source of", removed, set(now), now))
+        sources = (*now, *args.add_source)
         fields["sources"] = [p for p in check_sources(sources, args.name) if p not in removed]
     if not fields:
         raise InvalidInput(
@@ -117,4 +141,6 @@ def update(args: argparse.Namespace, ctx: CliContext) -> int:
             "--add-source or --remove-source"
         )
     ctx.emit(_public(ctx, catalog.update_dataset(args.name, **fields)))
+    for note in filter(None, notes):  # after the update: stdout stays the dataset, as before
+        print(note, file=ctx.err)
     return 0

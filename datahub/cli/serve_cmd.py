@@ -126,6 +126,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             with stop_signals((signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) as wait:
                 server.start()
                 try:
+                    if workers == 1:
+                        announce()
                     wait()
                 finally:
                     server.stop()
@@ -133,31 +135,55 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
             ctx.close()
         return 0
 
-    url = _url(api.host, port)
-    mode = "local mode, no authentication" if api.local_mode else "bearer tokens required"
-    shape = f"{workers} worker processes" if workers > 1 else "one process"
-    # the browser first: it is what a person opens (this line named only the API and its docs)
-    print(
-        f"datahub API on {url} ({mode}, {shape}); dataset browser at {url}/, API docs at {url}/docs; "
-        "Ctrl-C stops",
-        file=ctx.err,
-    )
-    if args.labelx:
-        # quoted: a home with a space split the command in two as typed (newuser31)
-        home = f" --home {shlex.quote(str(ctx.config.home_path))}" if getattr(args, "home", None) else ""
-        # as the user runs datahub: after make run, "datahub …" is "command not found" (newuser28)
-        create = as_typed(f"`datahub{home} labelx create-user NAME --role admin`", ctx.command)
-        print(f"LabelX on {url}/labelx/ (users: {create})", file=ctx.err)
-    ctx.err.flush()
+    def announce() -> None:
+        """Where the server is. Why not before the app is built: a catalog that would not open
+        (MongoDB unreachable, an SQLite path under /proc, a home it cannot make) printed "datahub
+        API on URL … Ctrl-C stops", then the error, so a server seemed to run (newuser36). With
+        one process it is said once serving; several workers each open their own catalog."""
+        url = _url(api.host, port)
+        mode = "local mode, no authentication" if api.local_mode else "bearer tokens required"
+        shape = f"{workers} worker processes" if workers > 1 else "one process"
+        # the browser first: it is what a person opens (this line named only the API and its docs)
+        print(
+            f"datahub API on {url} ({mode}, {shape}); dataset browser at {url}/, API docs at {url}/docs; "
+            "Ctrl-C stops",
+            file=ctx.err,
+        )
+        if args.labelx:
+            # as the user runs datahub: after make run, "datahub …" is "command not found" (newuser28)
+            create = as_typed(
+                f"`datahub{_labelx_location(args, ctx)} labelx create-user NAME --role admin`", ctx.command
+            )
+            print(f"LabelX on {url}/labelx/ (users: {create})", file=ctx.err)
+        ctx.err.flush()
+
     if workers == 1:
         code = serve_one(sock)
     else:
+        announce()
         try:
             code = serve_workers(workers, sock, serve_one)
         finally:
             sock.close()
     print("stopped", file=ctx.err)
     return code
+
+
+def _labelx_location(args: argparse.Namespace, ctx: CliContext) -> str:
+    """The options a ``labelx create-user`` line needs to reach this server's labelx.db and
+    catalog from any directory: the home (absolute, quoted: a home with a space split the
+    command in two, newuser31) once a location option was given, and the catalog and the
+    configuration file given. Why: under ``serve --catalog URL`` without ``--home`` the line
+    named no home, so typed in another directory it made the user in that directory's
+    ./var/labelx.db, which this server never reads; and one naming ``--home`` dropped the
+    ``--catalog`` and ``--config`` the server ran with (newuser36)."""
+    catalog, config_file = getattr(args, "catalog", None), getattr(args, "config", None)
+    if not (getattr(args, "home", None) or catalog or config_file):
+        return ""  # ./var here, as the server's: the line is typed where serve was
+    words = [] if config_file is None else ["--config", str(Path(config_file).resolve())]
+    words += [] if catalog is None else ["--catalog", catalog]
+    words += ["--home", str(ctx.config.home_path)]
+    return " " + shlex.join(words)
 
 
 def pages_name_commands_as_typed(

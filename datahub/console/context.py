@@ -167,8 +167,10 @@ def create_home(config: Config, choose: str = "--home DIR or $DATAHUB_HOME") -> 
     try:
         config.home_path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        # a file there said "File exists", as if the directory were there and fine (newuser36)
+        why = "it is a file, not a directory" if config.home_path.is_file() else exc.strerror
         raise InvalidInput(
-            f"cannot create the state directory {config.home_path}: {exc.strerror}; choose another with {choose}",
+            f"cannot create the state directory {config.home_path}: {why}; choose another with {choose}",
             home=str(config.home_path),
         ) from None
 

@@ -5,11 +5,14 @@ a missing directory ended in "this is a datahub bug" (a ``FileNotFoundError`` fr
 file), and ``-o /`` read the whole version before it failed renaming over the directory
 (newuser17). A wrong path is the user's to fix: it is said in words, exit 2, at once.
 ``written`` writes it whole or not at all, and never renames over a path that is not a
-regular file (newuser20).
+regular file (newuser20). A directory that refuses new files although its mode allows them
+(``/proc``, ``/sys``, as root) and a file system that fills while the file is written are
+said naming the path, not as "a datahub bug" or a bare "No space left on device" (newuser36).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -18,7 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
-from datahub.errors import InvalidInput
+from datahub.errors import InvalidInput, NoSpace
+
+_FULL = (errno.ENOSPC, errno.EDQUOT)
 
 
 def _special(target: Path) -> bool:
@@ -51,7 +56,31 @@ def output_file(path: str) -> Path:
         )
     if not os.access(parent, os.W_OK | os.X_OK):
         raise InvalidInput(f"-o {path}: this user may not create files in {parent}; write elsewhere")
+    _probe(path, parent)
     return target
+
+
+def _probe(path: str, parent: Path) -> None:
+    """Create and remove a temporary file in ``parent``, as ``written`` will: the mode bits
+    say yes to root everywhere, yet ``/proc`` and ``/sys`` refuse new files (ENOENT, EACCES),
+    and that was found only after the whole version was read, as "a datahub bug"."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".datahub-probe.", dir=parent)
+    except OSError as exc:
+        raise _cannot_write(path, parent, exc) from exc
+    os.close(fd)
+    os.unlink(tmp)
+
+
+def _cannot_write(path: str | Path, parent: Path, exc: OSError) -> InvalidInput | NoSpace:
+    """The error for a file that could not be made or written under ``path``, naming it."""
+    reason = exc.strerror or type(exc).__name__
+    if exc.errno in _FULL:
+        return NoSpace(
+            f"-o {path}: out of space writing it ({reason}); "
+            f"free space on the file system of {parent} or write elsewhere, then run it again"
+        )
+    return InvalidInput(f"-o {path}: cannot create a file in {parent} ({reason}); write elsewhere")
 
 
 @contextmanager
@@ -65,11 +94,19 @@ def written(path: Path, mode: str = "w", **open_args: Any) -> Iterator[IO[Any]]:
     ``/dev/stdout`` or ``/dev/full`` became a regular file holding the export. Such a path is
     opened and written as the shell's ``>`` would (newuser20)."""
     if _special(path):
-        with open(path, mode, **open_args) as fh:
-            yield fh
+        try:
+            with open(path, mode, **open_args) as fh:
+                yield fh
+        except OSError as exc:
+            if exc.errno in _FULL:
+                raise _cannot_write(path, path.parent, exc) from exc
+            raise
         return
     real = Path(os.path.realpath(path))
-    fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".partial", dir=real.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".partial", dir=real.parent)
+    except OSError as exc:
+        raise _cannot_write(path, real.parent, exc) from exc
     try:
         try:
             os.fchmod(fd, stat.S_IMODE(os.stat(real).st_mode))  # a replaced file keeps its mode
@@ -78,9 +115,11 @@ def written(path: Path, mode: str = "w", **open_args: Any) -> Iterator[IO[Any]]:
         with os.fdopen(fd, mode, **open_args) as fh:
             yield fh
         os.replace(tmp, real)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(exc, OSError) and exc.errno in _FULL:  # the write or the close filled it
+            raise _cannot_write(path, real.parent, exc) from exc
         raise

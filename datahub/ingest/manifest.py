@@ -61,9 +61,22 @@ def parse_lines(path: str) -> Iterator[ManifestLine]:
                 yield _parse_line(path, number, text)
 
 
+MANIFEST_SUFFIXES = (".jsonl", ".ndjson")  # what a manifest is named, when it is
+
+
 def _parse_line(path: str, number: int, text: str) -> ManifestLine:
+    # a first line that is no JSON, of a file not named as a manifest: most likely a file given
+    # to import as itself (``datahub import notes.txt --to d`` said "URL 'hi' has an unsupported
+    # scheme", newuser36)
+    hint = (
+        f"; {path} is read as a manifest (one URL or JSON object per line): to import files "
+        "themselves, give their directory"
+        if number == 1 and text[0] not in '{["' and not path.endswith(MANIFEST_SUFFIXES)
+        else ""
+    )
+
     def fail(why: str) -> ManifestError:
-        return ManifestError(f"manifest {path} line {number}: {why}", path=path, line=number)
+        return ManifestError(f"manifest {path} line {number}: {why}{hint}", path=path, line=number)
 
     if text[0] in '{["':
         try:

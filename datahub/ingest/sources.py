@@ -18,12 +18,10 @@ from datahub.config import Config
 from datahub.errors import InvalidInput
 from datahub.ingest.items import SourceItem
 from datahub.ingest.listing import parallel_list
-from datahub.ingest.manifest import read_manifest
+from datahub.ingest.manifest import MANIFEST_SUFFIXES, read_manifest
 from datahub.ingest.sorting import sorted_items
 from datahub.storage import StoreRegistry, open_store
 from datahub.validation import check_new_key
-
-MANIFEST_SUFFIXES = (".jsonl", ".ndjson")
 
 
 def describe_source(src: str) -> tuple[str, str]:

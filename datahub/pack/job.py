@@ -28,6 +28,7 @@ from datahub.errors import (
     DatasetNotFound,
     InvalidInput,
     JobNotFound,
+    NotFound,
     ObjectNotFound,
     StaleBase,
     job_not_found,
@@ -86,6 +87,7 @@ def start_job(
     if target == name:
         raise InvalidInput(f"pack target {target!r} must differ from the source dataset", dataset=target)
     version = catalog.resolve(name, ref)
+    _refuse_unpacked_head(catalog, target, name)
     job = job_id(name, version.seq, target, spec)
     payloads = split(catalog.list_records(name, version.seq), spec, source=f"{name}@v{version.seq}")
     if not payloads:
@@ -295,6 +297,30 @@ def _checked_shard(stores: StoreRegistry, task: Task, folder: str) -> dict[str, 
 
 def _shard_key(i: int, n: int) -> str:
     return f"shards/{i:05d}-of-{n:05d}.lmdb"
+
+
+def _refuse_unpacked_head(catalog: Catalog, target: str, source: str) -> None:
+    """InvalidInput when ``target`` holds versions and a pack made none of them. Why: the
+    pack's commit deletes every record of the target's head (its records are exactly the
+    shards and the index), so ``datahub pack photos --to pets`` with ``pets`` an imported
+    dataset made a ``pets`` head of shards alone, without a word (newuser36). A target that
+    is missing, has no version yet, or has a version a pack made (a new pack of it, a job
+    run again after another writer's version on top) goes on."""
+    try:
+        versions = catalog.log(target)
+        head = next(iter(versions), None)
+    except NotFound:
+        return
+    if head is None or any(v.lineage.get("kind") == "pack" for v in catalog.log(target)):
+        return
+    made = f"{target}@v{head.seq}, {head.record_count} records" + (
+        f": {head.message!r}" if head.message else ""
+    )
+    raise InvalidInput(
+        f"pack target {target!r} holds versions no pack made ({made}); the pack's commit would "
+        f"delete every record of its head: give a new dataset, e.g. --to {source}-packed",
+        dataset=target,
+    )
 
 
 def _ensure_target(catalog: Catalog, target: str, source: str) -> None:
