@@ -403,6 +403,31 @@ def frozen_objects() -> int:
 
 
 # --- unmount --------------------------------------------------------------------------------------
+def _exit_waiter(pid: int) -> Callable[[float | None], None]:
+    """A function that waits at most its argument (s) for ``pid`` to exit, and with ``None``
+    releases what it waits on.
+
+    Why: ``datahub umount`` (a CSI unpublish) waited for the stopped daemon in sleeps of 50 ms,
+    on average 25 ms after it had exited; a pidfd (Linux 5.3) is readable the moment it exits.
+    Without one (an older kernel, a seccomp filter) the wait is the sleep it was."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return lambda seconds: time.sleep(seconds) if seconds else None
+
+    def wait(seconds: float | None) -> None:
+        nonlocal fd
+        if fd < 0:
+            return
+        if seconds is None:
+            os.close(fd)
+            fd = -1
+            return
+        select.select([fd], [], [], seconds)
+
+    return wait
+
+
 @dataclass(frozen=True)
 class Unmounted:
     """What ``unmount`` did (``outcome``, in words), and whether a workspace's files are known
@@ -435,15 +460,20 @@ def unmount(
         raise refused
     if record is not None and is_mount_daemon(record.pid, path):
         _take_finished(home, path, 0)  # a word left by an earlier daemon here is not this one's
-        os.kill(record.pid, signal.SIGTERM)  # the daemon flushes (rw) and unmounts itself
-        deadline = time.monotonic() + timeout
-        while pid_alive(record.pid):
-            if time.monotonic() > deadline:
-                raise DatahubError(
-                    f"the mount daemon of {mountpoint} (pid {record.pid}) did not stop within {timeout:.0f}s; "
-                    "it may still be flushing: retry, or check its log"
-                )
-            time.sleep(0.05)
+        exited = _exit_waiter(record.pid)  # before the signal: the pid is the checked daemon's
+        try:
+            os.kill(record.pid, signal.SIGTERM)  # the daemon flushes (rw) and unmounts itself
+            deadline = time.monotonic() + timeout
+            while pid_alive(record.pid):
+                left = deadline - time.monotonic()
+                if left < 0:
+                    raise DatahubError(
+                        f"the mount daemon of {mountpoint} (pid {record.pid}) did not stop within "
+                        f"{timeout:.0f}s; it may still be flushing: retry, or check its log"
+                    )
+                exited(min(left, 0.05))
+        finally:
+            exited(None)
         if is_mounted(path):
             fusermount_detach(path, lazy=True)
         remove_record(home, path)

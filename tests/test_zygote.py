@@ -56,15 +56,20 @@ def _no_child_left() -> Iterator[None]:
             proc.wait(WAIT)
 
 
-def start(kind: str, tmp_path: Path, *args: str, cwd: Path | None = None) -> ZygoteProcess | subprocess.Popen:
+def start(
+    kind: str, tmp_path: Path, *args: str, cwd: Path | None = None, pass_fd: int | None = None
+) -> ZygoteProcess | subprocess.Popen:
     """``python -m tests.zygote_child ARGS`` with stdout and stderr to ``tmp_path/out``."""
     cmd = [sys.executable, "-m", CHILD, *args]
     with open(tmp_path / "out", "ab") as out:
-        proc = zygote.popen(cmd, stdout=out.fileno(), stderr=out.fileno(), cwd=cwd or zygote.REPO)
+        proc = zygote.popen(
+            cmd, stdout=out.fileno(), stderr=out.fileno(), cwd=cwd or zygote.REPO, pass_fd=pass_fd
+        )
     _started.append(proc)
     expected = ZygoteProcess if kind == "zygote" else subprocess.Popen
     assert isinstance(proc, expected)
-    assert proc.args == cmd
+    if zygote.PASSED_FD not in args:
+        assert proc.args == cmd
     return proc
 
 
@@ -184,6 +189,27 @@ def test_environment_cwd_argv_signals_and_descriptors_are_a_fresh_interpreters(
     assert got["fds"] == []
     assert got["signals"] == fresh_signals()
     assert got["preloaded"] == (kind == "zygote")  # the fork is what was measured, not a fresh start
+
+
+def test_a_passed_descriptor_is_the_childs_under_the_number_its_argv_names(kind: str, tmp_path: Path) -> None:
+    """``popen(pass_fd=W)``: the child has W under the number ``PASSED_FD`` became in its argv
+    (a mount daemon's ``--ready-fd``: tests/fuse/conftest.py waits on that pipe), and no other
+    descriptor above 2; the pipe ends when it exits."""
+    read_end, write_end = os.pipe()
+    try:
+        proc = start(kind, tmp_path, "write", zygote.PASSED_FD, "said", pass_fd=write_end)
+        os.close(write_end)
+        write_end = -1
+        assert os.read(read_end, 16) == b"said"
+        assert proc.wait(WAIT) == 0, output(tmp_path)
+        assert os.read(read_end, 16) == b""  # every copy of the write end closed
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    number = proc.args[proc.args.index("write") + 1]
+    assert number != zygote.PASSED_FD and int(number) > 2
+    assert json.loads(output(tmp_path)) == []  # the passed one closed by the child: none left
 
 
 def test_an_ignored_signal_and_the_blocked_mask_are_inherited_as_through_exec(

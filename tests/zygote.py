@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import json
 import locale
 import os
@@ -69,6 +70,12 @@ PRELOAD = (
     "fuse_adapter.mount_assembly",
     "fuse_adapter.fuse_ops",
     "fuse_adapter.fuse_session",
+    # a ``--workspace`` daemon's own (0.12 CPU-s of imports each: ~90 workspace mounts a run)
+    "fuse_adapter.workspace",
+    "fuse_adapter.allocator",
+    "fuse_adapter.quota",
+    "datahub.writeback",
+    "datahub.workspaces",
     "datahub.storage.s3",
     "datahub.catalog.sqlite_store",
     "datahub.cache.warmup_policy",
@@ -203,9 +210,11 @@ def _run_child(request: dict, fds: list[int], started: int) -> None:
         signal.set_wakeup_fd(-1)
         _fresh_signals(set(request["ignored"]))
         signal.pthread_sigmask(signal.SIG_SETMASK, request["blocked"])
+        if started < len(fds):  # never overwritten by a descriptor handed to the child
+            started = fcntl.fcntl(started, fcntl.F_DUPFD_CLOEXEC, len(fds))
         for target, fd in enumerate(fds):
             os.dup2(fd, target, inheritable=True)
-        os.closerange(3, started)
+        os.closerange(len(fds), started)
         os.closerange(started + 1, os.sysconf("SC_OPEN_MAX"))
         os.chdir(request["cwd"])
         os.environ.clear()
@@ -309,7 +318,7 @@ def serve(fd: int, parent: int) -> None:
             reap()
         if sock not in ready:
             continue
-        msg, fds, _flags, _addr = socket.recv_fds(sock, _MSG, 3)
+        msg, fds, _flags, _addr = socket.recv_fds(sock, _MSG, 4)
         if not msg:
             os._exit(0)  # the caller is gone
         request = json.loads(msg)
@@ -541,17 +550,31 @@ def _fd_or_devnull(fd: int, stack: contextlib.ExitStack) -> int:
         return null
 
 
-def popen(cmd: list[str], *, stdout: int, stderr: int, cwd: Path | str) -> ZygoteProcess | subprocess.Popen:
-    """``subprocess.Popen(cmd, stdout=stdout, stderr=stderr, cwd=cwd)`` (file descriptors; stdin
-    and the environment inherited) for ``cmd`` = ``[sys.executable, "-m", MODULE, ...]``: a
-    fork of the zygote, or that Popen."""
+#: in ``popen``'s ``cmd``: the number the child knows ``pass_fd`` by
+PASSED_FD = "{passed_fd}"
+
+
+def popen(
+    cmd: list[str], *, stdout: int, stderr: int, cwd: Path | str, pass_fd: int | None = None
+) -> ZygoteProcess | subprocess.Popen:
+    """``subprocess.Popen(cmd, stdout=stdout, stderr=stderr, cwd=cwd, pass_fds=[pass_fd])`` (file
+    descriptors; stdin and the environment inherited) for ``cmd`` = ``[sys.executable, "-m",
+    MODULE, ...]``: a fork of the zygote, or that Popen. ``PASSED_FD`` in ``cmd`` is replaced by
+    the number of ``pass_fd`` in the child (3 in a fork of the zygote), e.g. a mount daemon's
+    ``--ready-fd``: its caller then waits on the pipe instead of polling for the mount."""
     env = _process_env()
     zygote = _zygote_for(cmd, env)
     if zygote is None:
-        return subprocess.Popen(cmd, stdout=stdout, stderr=stderr, cwd=cwd)
+        if pass_fd is not None:
+            cmd = [str(pass_fd) if a == PASSED_FD else a for a in cmd]
+        return subprocess.Popen(
+            cmd, stdout=stdout, stderr=stderr, cwd=cwd, pass_fds=() if pass_fd is None else (pass_fd,)
+        )
     with contextlib.ExitStack() as stack:
         stdin = _fd_or_devnull(0, stack)
-        return zygote.spawn(list(cmd), env, str(cwd), [stdin, stdout, stderr])
+        fds = [stdin, stdout, stderr, *(() if pass_fd is None else (pass_fd,))]
+        cmd = [str(len(fds) - 1) if a == PASSED_FD else a for a in cmd]
+        return zygote.spawn(list(cmd), env, str(cwd), fds)
 
 
 def _text(data: bytes) -> str:

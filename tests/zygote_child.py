@@ -4,7 +4,7 @@ the zygote (tests/zygote.py) and through a fresh interpreter, which must behave 
 ``report PATH``: write what the process sees (argv, cwd, environment, open descriptors above
 2, signal dispositions, its cmdline, whether pyfuse3 was imported before it ran) to PATH as
 JSON. ``exit N``, ``message TEXT`` (SystemExit with a text), ``raise``, ``abort``, ``sleep``
-(until signalled; prints ``ready`` first), ``echo`` (stdout and stderr lines, ``\\r\\n`` too).
+(until signalled; prints ``ready`` first), ``write FD TEXT`` (to a passed descriptor), ``echo`` (stdout and stderr lines, ``\\r\\n`` too).
 """
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ def main(argv: list[str]) -> int:
         print("ready", flush=True)
         while True:
             time.sleep(60)
+    if action == "write":  # ``write FD TEXT``: TEXT to descriptor FD (a passed one), then its open ones
+        os.write(int(argv[1]), argv[2].encode())
+        os.close(int(argv[1]))
+        print(json.dumps(_open_fds()), flush=True)
+        return 0
     if action == "echo":
         sys.stdout.write("out one\r\nout two\n")
         print("err line", file=sys.stderr)

@@ -16,7 +16,7 @@ import pytest
 from datahub.cache import DiskTier, make_policy
 from datahub.cache.pages import page_count, page_key, page_length
 from datahub.storage import StoreRegistry
-from tests.fuse.conftest import FuseEnv, make_env, read_tree, upload_dataset, wait_until
+from tests.fuse.conftest import FuseEnv, make_env, polled_stats, read_tree, upload_dataset, wait_until
 from tests.fuse.test_bucket_warmup import warmup
 from tests.servers import MotoServer
 
@@ -95,12 +95,20 @@ def test_no_prefetch_turns_the_warm_up_off(warm_env: FuseEnv, private_moto: Moto
     assert "prefetch finished" not in log.read_text()
 
 
+def _disk_used(env: FuseEnv) -> int:
+    """Bytes the disk tier holds, from the mount's stats snapshots."""
+    return sum(t["used_bytes"] for t in polled_stats(env)["tiers"] if t["tier"] == "disk")
+
+
 def test_unmount_during_warm_up_leaves_only_whole_pages(warm_env: FuseEnv, private_moto: MotoServer) -> None:
     data = objects()
     upload_dataset(warm_env, "cut", data)
     mnt = warm_env.mountpoint("m")
     with warm_env.mounted(mnt, "cut"):
-        wait_until(lambda: gets(private_moto, warm_env) > 0, WARMED)  # the warm-up is under way
+        # the warm-up is under way: a page stored, not only a GET answered (moto logs the answer
+        # before the daemon has the page: an unmount in between found none, `assert 0 < 0`, on a
+        # loaded machine)
+        wait_until(lambda: gets(private_moto, warm_env) > 0 and _disk_used(warm_env) > 0, WARMED)
     # unmounted (the daemon exited): every page the disk tier holds is whole and verified
     disk = DiskTier(warm_env.config.resolved_disk_dir, 1 << 30, make_policy("lru", 1 << 30))
     found = 0

@@ -52,12 +52,15 @@ def _remounted(env: FuseEnv, mnt: Path, name: str) -> dict[str, bytes]:
     replays the crashed journal, as a remount after a crash does. After the block, the
     block's teardown would first recover the workspace with a ``datahub umount`` of its own
     (~1.2 CPU-s: a process that replays and flushes it; tests/fuse/test_workspace.py and
-    test_wbreview24.py check that recovery), and the fresh mount would find it recovered."""
-    env.cli("mount", str(mnt), "--workspace", name, "--background")
-    try:
+    test_wbreview24.py check that recovery), and the fresh mount would find it recovered.
+
+    The mount is ``env.mounted``'s (a fork of the pre-imported zygote, ready when it says so
+    on its ``--ready-fd``: never the stale mount point's old entry), unmounted by the
+    ``datahub umount`` handler. It was ``datahub mount --background``, whose daemon is a fresh
+    interpreter (0.5 CPU-s of imports), then a ``datahub umount`` process: ~40 of these a run.
+    Both commands keep tests of their own (test_lifecycle.py, test_remount.py, test_workspace.py)."""
+    with env.mounted(mnt, "--workspace", name):
         return {p.name: p.read_bytes() for p in sorted(mnt.iterdir()) if p.is_file()}
-    finally:
-        env.cli("umount", str(mnt))
 
 
 def _pattern(tag: int, size: int) -> bytes:
