@@ -23,7 +23,7 @@ N = 130  # records in one folder, and datasets: more than a page (100) of each
 
 @pytest.fixture(scope="module")
 def many(tmp_path_factory) -> Iterator[str]:
-    with pets_env(tmp_path_factory.mktemp("many")) as env:
+    with pets_env(tmp_path_factory.mktemp("many"), in_ram=True) as env:
         _fill(env)
         with browser_app(env) as app, serving(app) as base:
             yield base
