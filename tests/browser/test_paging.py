@@ -19,7 +19,7 @@ from datahub.api.access import Principal
 from datahub.browser import diffs, folders, listing
 from datahub.catalog import Delete, Patch, Put, Record, open_catalog
 from datahub.catalog.filter import RecordFilter
-from tests.browser.conftest import ram_dir
+from tests.ram import ram_dir
 
 SEGMENT = st.sampled_from(["a", "b", "ab", "a-b", "b.c", "z", "ä", "日本", "a b", "<x>"])
 KEYS = st.lists(st.lists(SEGMENT, min_size=1, max_size=4).map("/".join), min_size=1, max_size=40, unique=True)
