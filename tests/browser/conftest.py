@@ -12,7 +12,7 @@ import hashlib
 import io
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +25,7 @@ from datahub.catalog import Delete, Patch, Put, Record, open_catalog
 from datahub.cli.serve_cmd import build_app
 from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry, open_store
+from tests.ram import ram_dir
 from tests.servers import free_port
 
 EVIL = "<script>alert(1)</script><img src=x onerror=alert(2)>\"'&"
@@ -54,16 +55,20 @@ def put(objects, key: str, data: bytes, **fields) -> Put:
     return Put(Record(key, objects.url_for(name), info.etag, info.size, **fields))
 
 
-def make_env(tmp: Path, *, local_mode: bool = True, s3_endpoint: str | None = None) -> Env:
+def make_env(
+    tmp: Path, *, local_mode: bool = True, s3_endpoint: str | None = None, data: Path | None = None
+) -> Env:
+    """A home in ``tmp``; the catalog and the objects in ``data`` (``tmp`` when None)."""
+    data = tmp if data is None else data
     overrides: dict = {
         "home": str(tmp / "var"),
-        "catalog_url": f"sqlite:///{tmp / 'catalog.db'}",  # pack's workers open the same catalog
+        "catalog_url": f"sqlite:///{data / 'catalog.db'}",  # pack's workers open the same catalog
         "api": {"local_mode": local_mode},
     }
     if s3_endpoint is not None:
         overrides["s3"] = {"endpoint_url": s3_endpoint}
     config = load_config(env={}, overrides=overrides)
-    objects = open_store((tmp / "objects").as_uri(), config)
+    objects = open_store((data / "objects").as_uri(), config)
     catalog = open_catalog(config.resolved_catalog_url)
     return Env(config, catalog, StoreRegistry(config), objects, tmp)
 
@@ -104,10 +109,19 @@ def fill_pets(env: Env) -> None:
 
 
 @contextmanager
-def pets_env(tmp_path: Path, *, local_mode: bool = True) -> Iterator[Env]:
-    """A home with the pets dataset, closed afterwards."""
-    e = make_env(tmp_path, local_mode=local_mode)
-    fill_pets(e)
+def pets_env(tmp_path: Path, *, local_mode: bool = True, in_ram: bool = False) -> Iterator[Env]:
+    """A home with the pets dataset, closed afterwards. ``in_ram``: its catalog and objects in
+    ``ram_dir`` (which says why)."""
+    with (
+        ram_dir(tmp_path) if in_ram else nullcontext(tmp_path) as data,
+        _closing_env(make_env(tmp_path, local_mode=local_mode, data=data)) as e,
+    ):
+        fill_pets(e)
+        yield e
+
+
+@contextmanager
+def _closing_env(e: Env) -> Iterator[Env]:
     try:
         yield e
     finally:
@@ -127,7 +141,7 @@ def browser_app(env: Env):
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[Env]:
-    with pets_env(tmp_path) as e:
+    with pets_env(tmp_path, in_ram=True) as e:
         yield e
 
 

@@ -30,7 +30,7 @@ PAGES = (
 
 @pytest.fixture
 def auth_env(tmp_path: Path) -> Iterator[Env]:
-    with pets_env(tmp_path, local_mode=False) as e:
+    with pets_env(tmp_path, local_mode=False, in_ram=True) as e:
         e.catalog.derive("pets", 2, "labels.class=dog", to_dataset="secret", owner="bob")
         e.catalog.update_dataset("secret", description="bob's secret")
         yield e

@@ -24,7 +24,11 @@ pytestmark = [pytest.mark.browser]
 
 def test_back_after_sign_out_asks_the_server_not_the_cache(chrome: Chrome, tmp_path: Path) -> None:  # noqa: F811
     c = chrome
-    with pets_env(tmp_path, local_mode=False) as env, browser_app(env) as app, serving(app) as base:
+    with (
+        pets_env(tmp_path, local_mode=False, in_ram=True) as env,
+        browser_app(env) as app,
+        serving(app) as base,
+    ):
         c.visit(f"{base}/login")
         c.find("#token").send_keys(issue_token(env.catalog.store, "alice")[0])
         c.find("#sign-in").click()
@@ -55,7 +59,7 @@ def test_every_page_says_no_store(tmp_path: Path) -> None:
         warnings.simplefilter("ignore")
         from fastapi.testclient import TestClient
 
-    with pets_env(tmp_path, local_mode=False) as env, browser_app(env) as app:
+    with pets_env(tmp_path, local_mode=False, in_ram=True) as env, browser_app(env) as app:
         token = issue_token(env.catalog.store, "alice")[0]
         client = TestClient(app, base_url="http://127.0.0.1")
         bearer = {"Authorization": f"Bearer {token}"}

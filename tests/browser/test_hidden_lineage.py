@@ -20,7 +20,7 @@ PAGES = ("/datasets/made", "/datasets/made/versions/1", "/datasets/made/diff?fro
 
 @pytest.fixture
 def made_env(tmp_path: Path) -> Iterator[Env]:
-    with pets_env(tmp_path, local_mode=False) as e:
+    with pets_env(tmp_path, local_mode=False, in_ram=True) as e:
         e.catalog.derive("pets", 1, "labels.class=dog", to_dataset="made", owner="bob")
         e.catalog.update_dataset("made", acl={"eve": "reader"})
         yield e

@@ -94,7 +94,11 @@ def test_back_after_signing_out_of_the_dataset_browser_asks_to_sign_in(
     tmp_path: Path,
 ) -> None:
     c = chrome
-    with pets_env(tmp_path, local_mode=False) as env, browser_app(env) as app, serving(app) as base:
+    with (
+        pets_env(tmp_path, local_mode=False, in_ram=True) as env,
+        browser_app(env) as app,
+        serving(app) as base,
+    ):
         c.visit(f"{base}/")
         c.find("#token").send_keys(issue_token(env.catalog.store, "alice")[0])
         c.find("#sign-in").click()

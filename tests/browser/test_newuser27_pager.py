@@ -23,7 +23,7 @@ N = 130  # records in one folder, and datasets: more than a page (100) of each
 
 @pytest.fixture(scope="module")
 def many(tmp_path_factory) -> Iterator[str]:
-    with pets_env(tmp_path_factory.mktemp("many")) as env:
+    with pets_env(tmp_path_factory.mktemp("many"), in_ram=True) as env:
         _fill(env)
         with browser_app(env) as app, serving(app) as base:
             yield base
@@ -74,11 +74,11 @@ def test_a_later_page_of_a_folder_or_a_diff_links_back_to_the_first(chrome: Chro
     c = chrome
     # a folder's records, with a filter kept
     c.visit(f"{many}/datasets/many/versions/2?prefix=f/&filter=labels.n%3C%3D0")
-    keys = [e.get_attribute("data-key") for e in c.find_all("#entries li.file")]
+    keys = c.attrs("#entries li.file", "data-key")
     assert keys[:2] == ["f/0000.txt", "f/0001.txt"] and len(keys) == 100
     _next_then_first(c, "newuser27-folder")
     assert _query(c.driver.current_url) == {"prefix": ["f/"], "filter": ["labels.n<=0"]}
-    assert [e.get_attribute("data-key") for e in c.find_all("#entries li.file")] == keys
+    assert c.attrs("#entries li.file", "data-key") == keys
 
     # a diff
     c.visit(f"{many}/datasets/many/diff?from=1&to=2")

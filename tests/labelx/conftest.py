@@ -22,6 +22,7 @@ from datahub.config import Config
 from datahub.storage import StoreRegistry, open_store
 from labelx.app import create_labelx_app
 from labelx.auth import hash_password
+from tests.ram import ram_dir
 
 PASSWORD = "correct horse battery"
 COLORS = [
@@ -58,8 +59,14 @@ def jpeg(color: str, size: tuple[int, int] = (320, 240)) -> bytes:
 
 @pytest.fixture
 def env(config: Config, tmp_path: Path) -> Iterator[Env]:
-    """Dataset ``pets`` v1: 12 JPEGs; the first already labelled ``class=cat`` in the version."""
-    objects = open_store((tmp_path / "objects").as_uri(), config)
+    """Dataset ``pets`` v1: 12 JPEGs; the first already labelled ``class=cat`` in the version.
+    The JPEGs are in ``ram_dir`` (two fsyncs a put on disk; it says why); the catalog stays at
+    ``tmp_path / "catalog.db"``, where tests open it from the CLI."""
+    with ram_dir(tmp_path) as data:
+        yield from _pets(config, tmp_path, open_store((data / "objects").as_uri(), config))
+
+
+def _pets(config: Config, tmp_path: Path, objects) -> Iterator[Env]:
     records = []
     for i, color in enumerate(COLORS):
         key = f"img/{i:04d}.jpg"
