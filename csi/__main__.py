@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
 
             catalog_url = config.resolved_catalog_url
             controller = ControllerService(
-                open_volume_records(catalog_url), catalog=lambda: open_catalog(catalog_url)
+                open_volume_records(catalog_url),
+                catalog=lambda: open_catalog(catalog_url, retry=config.catalog),
             )
         serve(args.endpoint, name=args.driver_name, node=node, controller=controller, stop=stop)
     except DatahubError as exc:

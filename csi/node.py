@@ -1180,7 +1180,7 @@ def _check_access(spec: VolumeSpec, config: Config, principal: str | None) -> No
         return  # no catalog access list (docs/csi.md "Who may publish what")
     from datahub.catalog import open_catalog
 
-    catalog = open_catalog(config.resolved_catalog_url)
+    catalog = open_catalog(config.resolved_catalog_url, retry=config.catalog)
     try:
         _require(catalog, spec, principal)
     finally:
@@ -1202,7 +1202,7 @@ def _plan(
         return [], "", ""
     from datahub.catalog import open_catalog
 
-    catalog = open_catalog(config.resolved_catalog_url)
+    catalog = open_catalog(config.resolved_catalog_url, retry=config.catalog)
     try:
         if check_access:
             _require(catalog, spec, principal)

@@ -262,8 +262,21 @@ class ApiConfig(_Section):
     """URL prefixes (space-separated, each like s3://bucket/team/, ending in /) under which any writer may commit record URLs to any dataset over HTTP, besides each dataset's own sources; "" = none (docs/api.md, Record URLs)."""
 
 
+class CatalogConfig(_Section):
+    """How calls to a remote catalog (an http(s):// ``catalog_url``, a datahub API server) are
+    retried: a setting, not a constant, so a node may wait longer for a restarting server, and a
+    test of an unreachable catalog need not wait out production's schedule."""
+
+    retry_attempts: int = Field(default=5, ge=1)
+    """Attempts of one call to a remote (http(s)://) catalog before it fails with catalog_unavailable (timeouts, refused connections, 5xx, 429)."""
+    retry_backoff: float = Field(default=0.2, ge=0)
+    """Seconds before the first retry of a remote catalog call, doubled before each next one (a server's Retry-After, up to 30 s, wins when longer)."""
+    retry_budget: float = Field(default=60.0, gt=0)
+    """Seconds one remote catalog call may spend on all its attempts and pauses; no retry starts past it."""
+
+
 class Config(BaseModel):
-    """All settings; sections ``s3``, ``cache``, ``api``. Attribute access as before."""
+    """All settings; sections ``s3``, ``cache``, ``api``, ``catalog``. Attribute access as before."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -278,6 +291,7 @@ class Config(BaseModel):
     s3: S3Config = Field(default_factory=S3Config)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     api: ApiConfig = Field(default_factory=ApiConfig)
+    catalog: CatalogConfig = Field(default_factory=CatalogConfig)
 
     @model_validator(mode="before")
     @classmethod
@@ -312,7 +326,12 @@ class Config(BaseModel):
         )
 
 
-SECTIONS: dict[str, type[_Section]] = {"s3": S3Config, "cache": CacheConfig, "api": ApiConfig}
+SECTIONS: dict[str, type[_Section]] = {
+    "s3": S3Config,
+    "cache": CacheConfig,
+    "api": ApiConfig,
+    "catalog": CatalogConfig,
+}
 
 
 def setting_docs(model: type[BaseModel]) -> dict[str, str]:

@@ -93,7 +93,7 @@ class Demo:
         if "catalog" not in self._services:
             from datahub.catalog import open_catalog
 
-            catalog = open_catalog(self.config.resolved_catalog_url)
+            catalog = open_catalog(self.config.resolved_catalog_url, retry=self.config.catalog)
             self.cleanup.callback(catalog.close)
             self._services["catalog"] = catalog
         return self._services["catalog"]

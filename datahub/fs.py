@@ -96,7 +96,7 @@ class DatahubFileSystem(AbstractFileSystem):
         if self._catalog is None:
             from datahub.catalog import open_catalog
 
-            self._catalog = open_catalog(self._existing_catalog_url())
+            self._catalog = open_catalog(self._existing_catalog_url(), retry=self.config.catalog)
         return self._catalog
 
     def _existing_catalog_url(self) -> str:

@@ -304,7 +304,7 @@ def finish_workspace(
     from datahub.storage import StoreRegistry
 
     url = config.resolved_catalog_url
-    catalog = open_catalog(url) if commit_to or leased(url) else None
+    catalog = open_catalog(url, retry=config.catalog) if commit_to or leased(url) else None
     try:
         with StoreRegistry(config) as stores:
             lease = catalog.store if catalog is not None and leased(url) else None

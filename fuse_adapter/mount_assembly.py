@@ -108,7 +108,7 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
     source = open_source(config, ctx.stores, use_cache=m.use_cache)
 
     def catalog_factory():
-        return open_catalog(config.resolved_catalog_url)
+        return open_catalog(config.resolved_catalog_url, retry=config.catalog)
 
     stopping = threading.Event()
     bucket_warmup = None

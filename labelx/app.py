@@ -132,7 +132,7 @@ def create_labelx_app(
     if catalog is None:
         from datahub.catalog import open_catalog
 
-        catalog = open_catalog(config.resolved_catalog_url)
+        catalog = open_catalog(config.resolved_catalog_url, retry=config.catalog)
         owned.append(catalog)
     if stores is None:
         from datahub.storage import StoreRegistry

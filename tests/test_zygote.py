@@ -257,6 +257,23 @@ def test_run_captures_text_and_kills_on_its_timeout(kind: str, tmp_path: Path) -
                 continue
 
 
+def test_run_takes_the_childs_environment_and_its_input(kind: str, tmp_path: Path) -> None:
+    """``run(env=..., input=...)`` as ``subprocess.run``'s: the child sees that environment (not
+    this process's), reads the text on its stdin to its end, and without ``input`` the caller's
+    stdin is inherited."""
+    cmd = [sys.executable, "-m", CHILD, "cat", "ZYGOTE_TEST_VAR"]
+    env = {**os.environ, "ZYGOTE_TEST_VAR": "given"}
+    done = zygote.run(cmd, timeout=WAIT, cwd=tmp_path, env=env, input="line one\nline two\n")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "given\nline one\nline two\n"
+    empty = zygote.run(cmd, timeout=WAIT, cwd=tmp_path, env=env, input="")
+    assert (empty.returncode, empty.stdout) == (0, "given\n")
+    big = "x" * 300_000 + "\n"  # more than a pipe holds: fed while the output is read
+    whole = zygote.run(cmd, timeout=WAIT, cwd=tmp_path, env=env, input=big)
+    assert whole.stdout == "given\n" + big
+    assert "ZYGOTE_TEST_VAR" not in os.environ
+
+
 def test_a_different_interpreter_setting_starts_a_fresh_interpreter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -266,6 +283,28 @@ def test_a_different_interpreter_setting_starts_a_fresh_interpreter(
     )
     proc = start("plain", tmp_path, "exit", "5")
     assert proc.wait(WAIT) == 5
+
+
+def test_a_pythonpath_of_the_preloaded_packages_own_directory_forks_and_another_copy_does_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child's ``PYTHONPATH`` that names where the zygote imported datahub from (a test's
+    ``PYTHONPATH=<checkout>``) is forked, its entries after the working directory on its path
+    as in a fresh interpreter's; one whose entry holds another ``datahub`` starts fresh."""
+    monkeypatch.setenv(zygote.ENV_SWITCH, "1")
+    own = zygote._get()
+    assert own is not None
+    origin = own.origins["datahub"]
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(extra), origin]))
+    seen = report("zygote", tmp_path, tmp_path)
+    assert [os.path.realpath(p) for p in seen["path"][:3]] == [str(tmp_path), str(extra), origin]
+    other = tmp_path / "other"
+    (other / "datahub").mkdir(parents=True)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(other), origin]))
+    proc = start("plain", tmp_path, "exit", "0")
+    assert proc.wait(WAIT) == 0
 
 
 def test_the_zygote_has_one_thread_and_dies_with_its_owner(tmp_path: Path) -> None:

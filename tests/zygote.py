@@ -39,7 +39,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -221,7 +221,13 @@ def _run_child(request: dict, fds: list[int], started: int) -> None:
         os.environ.update(request["env"])
         argv = request["argv"]
         set_cmdline(argv)
-        sys.path[0] = os.getcwd()  # ``python -m``'s first path entry: the working directory
+        # ``python -m``'s path: the working directory, then $PYTHONPATH's entries (the child's,
+        # never the zygote's own: ``Zygote.fits`` checked they name the preloaded packages' own
+        # directories), then the interpreter's own
+        own = set(_ZYGOTE_PATH)
+        rest = [p for p in sys.path[1:] if os.path.realpath(p) not in own]
+        given = [p for p in request["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[:] = [os.getcwd(), *given, *rest]
         sys.argv = ["-m", *argv[3:]]  # runpy puts the module's file name first, as ``-m`` does
         for stream in (sys.stdout, sys.stderr):
             stream.reconfigure(line_buffering=stream is sys.stderr or os.isatty(stream.fileno()))
@@ -268,6 +274,29 @@ def _finish(code: int) -> None:
             stream.flush()
 
 
+def _origins(loaded: Sequence[str]) -> dict[str, str]:
+    """Where each preloaded top-level package was imported from: the directory that holds it
+    (what a caller's ``PYTHONPATH`` entry must be, to name the same one: ``Zygote.fits``)."""
+    origins = {}
+    for name in loaded:
+        top = sys.modules.get(name.partition(".")[0])
+        spec = getattr(top, "__spec__", None)
+        where = getattr(spec, "origin", None) if spec is not None else None
+        if where and os.path.isabs(where):
+            parent = os.path.dirname(where)
+            if os.path.basename(where) == "__init__.py":
+                parent = os.path.dirname(parent)
+            origins[name.partition(".")[0]] = os.path.realpath(parent)
+    return origins
+
+
+def _python_path(env: Mapping[str, str]) -> list[str]:
+    return [os.path.realpath(p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
+_ZYGOTE_PATH = _python_path(os.environ)  # in the zygote: its own $PYTHONPATH, read at its start
+
+
 def serve(fd: int, parent: int) -> None:
     """The zygote's loop: import ``PRELOAD``, say ready, then fork a child per request."""
     sock = socket.socket(fileno=fd)
@@ -293,7 +322,10 @@ def serve(fd: int, parent: int) -> None:
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    sock.send(json.dumps({"ready": os.getpid(), "loaded": loaded, "missing": missing}).encode())
+    origins = _origins(loaded)
+    sock.send(
+        json.dumps({"ready": os.getpid(), "loaded": loaded, "missing": missing, "origins": origins}).encode()
+    )
     running: dict[int, int] = {}  # pid -> serial
     done: dict[int, int] = {}  # serial -> returncode (Popen's: -N for a signal)
     serial = 0
@@ -445,6 +477,7 @@ class Zygote:
             self.close()
             raise OSError(f"the test zygote did not start: {answer or 'no answer in 60 s'}")
         self.loaded: list[str] = answer["loaded"]
+        self.origins: dict[str, str] = answer["origins"]
 
     def close(self) -> None:
         self._sock.close()
@@ -456,12 +489,26 @@ class Zygote:
 
     def fits(self, env: dict[str, str]) -> bool:
         """The interpreter a fresh ``python`` would start under ``env`` is the zygote's: the
-        same ``PYTHON*`` variables."""
+        same ``PYTHON*`` variables, but for ``PYTHONPATH``, whose entries the child puts on its
+        path as a fresh one would, so long as none holds another copy of a preloaded package
+        than the one the zygote imported (a test's ``PYTHONPATH=<checkout>`` when the checkout
+        is installed editable, or already the zygote's path, fits)."""
 
         def py(e: dict[str, str]) -> dict[str, str]:
-            return {k: v for k, v in e.items() if k.startswith("PYTHON")}
+            return {k: v for k, v in e.items() if k.startswith("PYTHON") and k != "PYTHONPATH"}
 
-        return py(env) == py(self.env) and self.proc.poll() is None
+        if py(env) != py(self.env) or self.proc.poll() is not None:
+            return False
+        for entry in _python_path(env):
+            for top, origin in self.origins.items():
+                here = os.path.join(entry, top)
+                if (os.path.isdir(here) or os.path.exists(here + ".py")) and entry != origin:
+                    return False  # a fresh interpreter would import another copy of ``top``
+        given = _python_path(env)
+        for entry in _python_path(self.env):  # an entry the zygote imported a package from
+            if entry in self.origins.values() and entry not in given:
+                return False  # a fresh interpreter without it could import another copy
+        return True
 
     def spawn(self, args: list[str], env: dict[str, str], cwd: str, fds: Sequence[int]) -> ZygoteProcess:
         ignored, blocked = _caller_signals()
@@ -577,29 +624,59 @@ def popen(
         return zygote.spawn(list(cmd), env, str(cwd), fds)
 
 
+def _feed(fd: int, text: str) -> None:
+    """Write ``text`` (the locale's encoding, as ``text=True`` does) to ``fd`` and close it; a
+    child that exits without reading it all is no error (``subprocess`` ignores that too)."""
+    try:
+        with contextlib.suppress(BrokenPipeError):
+            data = text.encode(locale.getpreferredencoding(False))
+            while data:
+                data = data[os.write(fd, data) :]
+    finally:
+        os.close(fd)
+
+
 def _text(data: bytes) -> str:
     """What ``text=True`` gives: the locale's encoding, universal newlines."""
     text = data.decode(locale.getpreferredencoding(False))
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def run(cmd: list[str], *, timeout: float, cwd: Path | str) -> subprocess.CompletedProcess:
-    """``subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)`` for
-    ``cmd`` = ``[sys.executable, "-m", MODULE, ...]``: a fork of the zygote, or that run.
-    On the timeout the child is killed and ``subprocess.TimeoutExpired`` raised, as run does."""
-    env = _process_env()
-    zygote = _zygote_for(cmd, env)
+def run(
+    cmd: list[str],
+    *,
+    timeout: float,
+    cwd: Path | str,
+    env: Mapping[str, str] | None = None,
+    input: str | None = None,
+) -> subprocess.CompletedProcess:
+    """``subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env,
+    input=input)`` for ``cmd`` = ``[sys.executable, "-m", MODULE, ...]``: a fork of the zygote,
+    or that run. On the timeout the child is killed and ``subprocess.TimeoutExpired`` raised,
+    as run does. ``env``: the child's whole environment (None: this process's); ``input``: text
+    written to its stdin, which is then closed (None: stdin inherited)."""
+    child_env = _process_env() if env is None else dict(env)
+    zygote = _zygote_for(cmd, child_env)
     if zygote is None:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+        return subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, cwd=cwd, env=env, input=input
+        )
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    in_r = in_w = -1
+    if input is not None:
+        in_r, in_w = os.pipe()
     try:
         with contextlib.ExitStack() as stack:
-            stdin = _fd_or_devnull(0, stack)
-            proc = zygote.spawn(list(cmd), env, str(cwd), [stdin, out_w, err_w])
+            stdin = _fd_or_devnull(0, stack) if in_r < 0 else in_r
+            proc = zygote.spawn(list(cmd), child_env, str(cwd), [stdin, out_w, err_w])
     finally:
         os.close(out_w)
         os.close(err_w)
+        if in_r >= 0:
+            os.close(in_r)
+    if input is not None:
+        threading.Thread(target=_feed, args=(in_w, input), daemon=True).start()
     chunks: dict[int, list[bytes]] = {out_r: [], err_r: []}
     open_fds = [out_r, err_r]
     deadline = time.monotonic() + timeout

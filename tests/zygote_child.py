@@ -4,7 +4,8 @@ the zygote (tests/zygote.py) and through a fresh interpreter, which must behave 
 ``report PATH``: write what the process sees (argv, cwd, environment, open descriptors above
 2, signal dispositions, its cmdline, whether pyfuse3 was imported before it ran) to PATH as
 JSON. ``exit N``, ``message TEXT`` (SystemExit with a text), ``raise``, ``abort``, ``sleep``
-(until signalled; prints ``ready`` first), ``write FD TEXT`` (to a passed descriptor), ``echo`` (stdout and stderr lines, ``\\r\\n`` too).
+(until signalled; prints ``ready`` first), ``write FD TEXT`` (to a passed descriptor), ``echo`` (stdout and stderr
+lines, ``\\r\\n`` too), ``cat VAR`` (the variable VAR's value, then its stdin, on stdout).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def main(argv: list[str]) -> int:
             },
             "cmdline": cmdline,
             "path0": sys.path[0],
+            "path": sys.path,
             "preloaded": PRELOADED,
         }
         with open(argv[1], "w") as fh:
@@ -78,6 +80,10 @@ def main(argv: list[str]) -> int:
     if action == "echo":
         sys.stdout.write("out one\r\nout two\n")
         print("err line", file=sys.stderr)
+        return 0
+    if action == "cat":
+        print(os.environ.get(argv[1], "<unset>"))
+        sys.stdout.write(sys.stdin.read())
         return 0
     raise SystemExit(f"unknown action {action!r}")
 

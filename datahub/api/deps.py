@@ -36,7 +36,7 @@ class Services:
             if self._catalog is None:
                 from datahub.catalog import open_catalog
 
-                self._catalog = open_catalog(self.config.resolved_catalog_url)
+                self._catalog = open_catalog(self.config.resolved_catalog_url, retry=self.config.catalog)
                 self._owned.append(self._catalog)
             return self._catalog
 

@@ -509,7 +509,7 @@ from datahub.torch import CacheSource, {kind}
 
 if __name__ == "__main__":  # DataLoader's worker processes import this file: they must not run it
     config = {config}
-    catalog = open_catalog(config.resolved_catalog_url)
+    catalog = open_catalog(config.resolved_catalog_url, retry=config.catalog)
     # a sample: (uint8 image tensor (3, H, W), the record's labels); transform=... for other files
     dataset = {made}
     loader = DataLoader(dataset, batch_size=None, shuffle=True, num_workers=2)

@@ -72,7 +72,9 @@ class CliContext:
     def catalog(self):  # -> datahub.catalog.Catalog
         from datahub.catalog import open_catalog
 
-        return self.service("catalog", lambda: open_catalog(self.existing_catalog_url()))
+        return self.service(
+            "catalog", lambda: open_catalog(self.existing_catalog_url(), retry=self.config.catalog)
+        )
 
     def existing_catalog_url(self) -> str:
         """The catalog URL, checked first for a command that only reads a catalog: an SQLite

@@ -72,7 +72,7 @@ class PackServices:
         from datahub.cache import open_cache
 
         stores = StoreRegistry(config)
-        catalog = open_catalog(config.resolved_catalog_url)
+        catalog = open_catalog(config.resolved_catalog_url, retry=config.catalog)
         cache = open_cache(config, stores)
         queue = open_task_queue(config.resolved_catalog_url)
         scratch = config.home_path / "pack" / "scratch"

@@ -24,11 +24,12 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from datahub.api.routes.remote import RECORDS_LINE, _ndjson
-from datahub.catalog import Catalog, Put, Record, open_store
+from datahub.catalog import Catalog, Put, Record, open_catalog, open_store
 from datahub.catalog.http_store import DIRECTORY_HEADER, RECORDS_HEADER, HttpCatalogStore
 from datahub.catalog.record_json import record_json
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.catalog.store import CatalogStore
+from datahub.config import load_config
 from datahub.errors import (
     AlreadyExists,
     CatalogUnavailable,
@@ -142,6 +143,41 @@ def test_garbage_answers_are_clear_errors(garbage: ThreadingHTTPServer, answer, 
     with pytest.raises(CatalogUnavailable, match=why) as caught:
         store.get_version("ds", 1)
     assert url in str(caught.value) and SECRET not in str(caught.value)
+
+
+@pytest.mark.parametrize(("attempts", "where"), [(2, "toml"), (4, "env")])
+def test_the_retry_schedule_is_the_configurations_catalog_section(
+    garbage: ThreadingHTTPServer, tmp_path: Path, attempts: int, where: str
+) -> None:
+    """``[catalog] retry_attempts`` / ``DATAHUB_CATALOG_RETRY_*`` reach the remote store through
+    ``open_catalog(url, retry=config.catalog)``: a server that answers 503 to every attempt is
+    asked exactly that many times, and the error names the URL."""
+    garbage.answer = (503, "text/plain", b"busy")  # type: ignore[attr-defined]
+    url = f"http://127.0.0.1:{garbage.server_address[1]}"
+    toml = tmp_path / "datahub.toml"
+    env = {}
+    if where == "toml":
+        toml.write_text(f"[catalog]\nretry_attempts = {attempts}\nretry_backoff = 0.01\n")
+    else:
+        toml.write_text("")
+        env = {"DATAHUB_CATALOG_RETRY_ATTEMPTS": str(attempts), "DATAHUB_CATALOG_RETRY_BACKOFF": "0"}
+    config = load_config(toml, env=env)
+    assert (config.catalog.retry_attempts, config.catalog.retry_budget) == (attempts, 60.0)
+    catalog = open_catalog(url, retry=config.catalog)
+    try:
+        with pytest.raises(CatalogUnavailable) as caught:
+            catalog.get_dataset("ds")
+    finally:
+        catalog.close()
+    assert garbage.hits == attempts  # type: ignore[attr-defined]
+    assert url in str(caught.value)
+
+
+def test_a_retry_schedule_that_cannot_work_is_a_configuration_error(tmp_path: Path) -> None:
+    toml = tmp_path / "datahub.toml"
+    toml.write_text("[catalog]\nretry_attempts = 0\n")
+    with pytest.raises(InvalidInput, match=r"catalog\.retry_attempts"):
+        load_config(toml, env={})
 
 
 @pytest.mark.parametrize(

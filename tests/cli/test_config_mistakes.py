@@ -13,14 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from tests import zygote
+
 REPO = Path(__file__).resolve().parents[2]
 
 
 def datahub(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
     environ.update({"PYTHONPATH": str(REPO), **(env or {})})
-    command = [str(Path(sys.executable).with_name("datahub")), "--home", str(tmp_path / "var"), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, env=environ, cwd=tmp_path)
+    # the console script's ``main`` in a fork of a pre-imported interpreter (tests/zygote.py);
+    # tests/cli/test_cli.py starts the console script itself
+    command = [sys.executable, "-m", "datahub.cli.main", "--home", str(tmp_path / "var"), *args]
+    return zygote.run(command, timeout=120, env=environ, cwd=tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -77,10 +81,8 @@ def test_a_state_directory_that_cannot_be_made_is_named_with_the_way_to_choose_a
             f"error: cannot create the state directory {home}: Not a directory; choose another with --home DIR"
             in (run.stderr)
         )
-    demo = subprocess.run(
+    demo = zygote.run(
         [sys.executable, "-m", "datahub.demo", "--no-wait", "--port", "0", "--skip", "mount"],
-        capture_output=True,
-        text=True,
         timeout=120,
         env={
             **{k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")},

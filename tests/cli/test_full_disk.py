@@ -7,6 +7,7 @@ catalog API does not need that cache. These tests fill a real tmpfs.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,7 @@ from datahub.cli.main import main
 from datahub.cli.serve_cmd import build_app
 from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry
+from tests import zygote
 from tests.tmpfs import small_tmpfs
 
 # a local-mode app answers only requests addressed to this machine (datahub/api/local_mode.py)
@@ -74,12 +76,9 @@ def test_the_api_serves_from_a_full_disk_without_its_disk_cache(small_fs: Path) 
 
 
 def run_cli(config: Config, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "datahub.cli.main", "--home", config.home, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # a fork of the worker's pre-imported interpreter (tests/zygote.py), or a fresh one
+    cmd = [sys.executable, "-m", "datahub.cli.main", "--home", config.home, *args]
+    return zygote.run(cmd, timeout=60, cwd=os.getcwd())
 
 
 def test_a_catalog_on_a_full_disk_is_reported_as_full_not_as_a_broken_disk(small_fs: Path) -> None:

@@ -25,6 +25,7 @@ import pytest
 from datahub.api.tokens import hash_token
 from datahub.catalog.sqlite_store import SQLiteCatalogStore
 from datahub.cli.main import main
+from tests import zygote
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -111,11 +112,9 @@ def test_a_secret_piped_to_a_real_process_is_revoked(tmp_path: Path) -> None:
     """``revoke -`` as a shell runs it: the secret on a pipe, a process of its own."""
     home = tmp_path / "var"
     cmd = [sys.executable, "-m", "datahub.cli.main", "--home", str(home)]
-    made = subprocess.run([*cmd, "--json", "token", "create", "--principal", "p"],
-                          capture_output=True, text=True, timeout=120, cwd=REPO)  # fmt: skip
+    made = zygote.run([*cmd, "--json", "token", "create", "--principal", "p"], timeout=120, cwd=REPO)
     secret = json.loads(made.stdout)["token"]
-    proc = subprocess.run([*cmd, "token", "revoke", "-"], input=secret + "\n",
-                          capture_output=True, text=True, timeout=120, cwd=REPO)  # fmt: skip
+    proc = zygote.run([*cmd, "token", "revoke", "-"], input=secret + "\n", timeout=120, cwd=REPO)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert "revoked token" in proc.stdout
 

@@ -21,13 +21,14 @@ from datahub.config import load_config
 from datahub.demo import Demo, generate_sample, import_sample, prepare
 from fuse_adapter.daemon import is_mounted, read_record, visible_mount
 from fuse_adapter.demo_step import DEMO_MOUNT, clear_leftover, mount_and_epoch, remember_mount
+from tests import zygote
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /dev/fuse")
 
 
 def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "fuse_adapter", "--home", str(home), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return zygote.run(cmd, timeout=120, cwd=os.getcwd())  # a fork of a pre-imported interpreter
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests import zygote
 from tests.ingest.conftest import write_tree
 
 REPO = Path(__file__).resolve().parents[2]
@@ -14,7 +15,7 @@ FILES = {"train/cat/1.jpg": b"c1", "train/dog/2.jpg": b"d2", "val/cat/3.jpg": b"
 
 def datahub(home: Path, *args: str) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "datahub.cli.main", "--home", str(home), *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=REPO)
+    return zygote.run(argv, timeout=120, cwd=REPO)  # a fork of a pre-imported interpreter
 
 
 def test_ls_that_lists_nothing_says_why_on_stderr(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from labelx.store import LabelStore
+from tests import zygote
 from tests.servers import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,9 +41,7 @@ def test_serve_names_labelx_create_user_with_a_quoted_home_and_it_runs_as_shown(
     assert shown is not None, said
     words = shlex.split(shown[1].replace("NAME", "ada"))
     assert words == ["datahub", "--home", str(home), "labelx", "create-user", "ada", "--role", "admin"], said
-    made = subprocess.run(
-        [*cli, *words[1:]], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    )
+    made = zygote.run([*cli, *words[1:]], cwd=tmp_path, env=env, timeout=120)  # a pre-imported fork
     assert made.returncode == 0, made.stderr
     store = LabelStore(home / "labelx.db")
     try:

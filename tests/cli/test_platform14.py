@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import zygote
 from tests.doc_commands import checked_commands, parse_error
 
 
@@ -60,9 +61,10 @@ def _serve_with_api_setting(tmp_path: Path, setting: str, workers: str) -> subpr
     """``datahub serve --auth`` with one ``[api]`` setting line, as a user starts it (no DATAHUB_ env)."""
     config = tmp_path / "datahub.toml"
     config.write_text(f'home = "{tmp_path / "var"}"\n[api]\n{setting}\n')
-    datahub = str(Path(sys.executable).with_name("datahub"))
     argv = [
-        datahub,
+        sys.executable,
+        "-m",
+        "datahub.cli.main",  # the console script's main, in a fork of a pre-imported interpreter
         "--config",
         str(config),
         "serve",
@@ -74,9 +76,7 @@ def _serve_with_api_setting(tmp_path: Path, setting: str, workers: str) -> subpr
         workers,
     ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
-    return subprocess.run(
-        argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-    )  # a hang guard
+    return zygote.run(argv, cwd=tmp_path, env=env, timeout=120)  # a hang guard
 
 
 def test_serve_with_a_bad_metrics_principals_setting_stops_before_it_says_it_serves(tmp_path: Path) -> None:

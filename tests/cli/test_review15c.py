@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import zygote
 from tests.ingest.conftest import write_tree
 
 FILES = {"train/cat/1.jpg": b"c1", "val/cat/3.jpg": b"c3"}
@@ -28,7 +29,7 @@ FILES = {"train/cat/1.jpg": b"c1", "val/cat/3.jpg": b"c3"}
 
 def datahub(cwd: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     argv = [sys.executable, "-m", "datahub.cli.main", *args]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    return zygote.run(argv, timeout=timeout, cwd=cwd)  # a fork of a pre-imported interpreter
 
 
 def test_a_mount_under_a_relative_home_without_a_catalog_is_refused_and_leaves_nothing(

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.skipif(not os.path.exists("/dev/fuse"), reason="needs /
 def _remote_env(env: FuseEnv, url: str) -> FuseEnv:
     """The same home and bucket, with the catalog at ``url`` (an API server) instead of SQLite."""
     path = env.root / "remote.toml"
-    path.write_text(f'catalog_url = "{url}"\n' + env.config_path.read_text())
+    # a listing that fails every attempt is retried on a short schedule (the [catalog] settings)
+    retry = "\n[catalog]\nretry_attempts = 3\nretry_backoff = 0.01\n"
+    path.write_text(f'catalog_url = "{url}"\n' + env.config_path.read_text() + retry)
     return FuseEnv(env.root, path, env.config, env.bucket, env.endpoint)
 
 

@@ -141,6 +141,7 @@ def _flush_cli(tmp_path: Path, home: str, catalog_url: str) -> subprocess.Comple
         f'objects_url = "{(tmp_path / "objects").as_uri()}"\n'
         f'catalog_url = "{catalog_url}"\n'
         f"[cache]\npage_size = {CHUNK}\nflush_interval = 3600.0\n"
+        "[catalog]\nretry_backoff = 0.01\n"  # the catalog that does not answer: a short schedule
     )
     argv = [sys.executable, "-c", "from datahub.cli.main import main; raise SystemExit(main())"]
     argv += ["--config", str(config), "cache", "flush", "--workspace", "shared"]
