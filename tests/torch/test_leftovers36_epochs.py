@@ -29,7 +29,7 @@ def test_a_second_epoch_over_persistent_workers_is_an_error_naming_the_job(confi
     job = shard_epoch(queue, "persist-epoch", 4)
     queue.close()
     stream = TaskStream(open_queue, job, _produce, poll_seconds=0.05)
-    loader = DataLoader(stream, batch_size=None, num_workers=2, persistent_workers=True)
+    loader = DataLoader(stream, batch_size=None, num_workers=2, persistent_workers=True, in_order=False)
     assert sorted(loader) == _expected(4)  # the first epoch: every sample once
     with pytest.raises(Exception) as caught:  # the worker's error, re-raised by the DataLoader
         list(loader)
@@ -61,7 +61,7 @@ def test_a_worker_joining_a_finished_job_ends_quietly_and_a_new_epoch_job_works(
     assert sorted(TaskStream(open_queue, job, _produce)) == _expected(2)
     assert list(TaskStream(open_queue, job, _produce, name="late")) == []  # joined as it ended
     # a stream left early (not over) may be iterated again: it goes on claiming
-    nxt = TaskStream(open_queue, shard_epoch(queue, "late-epoch-1", 2), _produce)
+    nxt = TaskStream(open_queue, shard_epoch(queue, "late-epoch-1", 2), _produce, poll_seconds=0.01)
     first = iter(nxt)
     got = [next(first)]
     first.close()
