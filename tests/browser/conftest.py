@@ -158,10 +158,12 @@ def client(app) -> Iterator[TestClient]:
 
 
 @contextmanager
-def serving(app) -> Iterator[str]:
-    """The app on a loopback port, served by uvicorn in a thread (as ``datahub serve`` does)."""
+def serving(app, tls: tuple[Path, Path] | None = None) -> Iterator[str]:
+    """The app on a loopback port, served by uvicorn in a thread (as ``datahub serve`` does);
+    over https with ``tls`` (certificate and key files)."""
     port = free_port()
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    certs = {} if tls is None else {"ssl_certfile": str(tls[0]), "ssl_keyfile": str(tls[1])}
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **certs))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     started = threading.Event()
@@ -171,7 +173,7 @@ def serving(app) -> Iterator[str]:
         started.wait(0.05)
     assert srv.started, "uvicorn did not start"
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"{'http' if tls is None else 'https'}://127.0.0.1:{port}"
     finally:
         srv.should_exit = True
         thread.join(timeout=30)

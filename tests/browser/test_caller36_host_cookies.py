@@ -16,23 +16,20 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from datahub.api.tokens import issue_token
 from datahub.browser import session
 from datahub.cli.serve_cmd import build_app
 from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
-from tests.browser.conftest import Env
+from tests.browser.conftest import Env, serving
 from tests.browser.labelx_signin import type_sign_in
 from tests.browser.test_caller34_login_csrf import attacker_site
 from tests.labelx.conftest import PASSWORD, add_users
-from tests.servers import free_port
 
 
 def self_signed(tmp: Path) -> tuple[Path, Path]:
@@ -71,25 +68,8 @@ def self_signed(tmp: Path) -> tuple[Path, Path]:
 @contextmanager
 def serving_https(app, tmp: Path) -> Iterator[str]:
     """The app on a loopback port over https, served by uvicorn in a thread."""
-    cert, key = self_signed(tmp)
-    port = free_port()
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", ssl_certfile=str(cert), ssl_keyfile=str(key)
-    )
-    srv = uvicorn.Server(config)
-    thread = threading.Thread(target=srv.run, daemon=True)
-    thread.start()
-    started = threading.Event()
-    for _ in range(1200):  # up to 60 s on a loaded machine
-        if srv.started:
-            break
-        started.wait(0.05)
-    assert srv.started, "uvicorn did not start"
-    try:
-        yield f"https://127.0.0.1:{port}"
-    finally:
-        srv.should_exit = True
-        thread.join(timeout=30)
+    with serving(app, self_signed(tmp)) as base:
+        yield base
 
 
 @pytest.fixture
