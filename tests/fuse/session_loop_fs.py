@@ -33,6 +33,19 @@ from pathlib import Path
 import pyfuse3
 
 
+def flat_attr(ino: int, size: int) -> pyfuse3.EntryAttributes:
+    """Attributes of a one-level test file system (the root, or a file of ``size`` bytes) that the
+    kernel keeps no attribute or entry cache of, so every request reaches the daemon."""
+    e = pyfuse3.EntryAttributes()
+    e.st_ino = ino
+    e.entry_timeout = e.attr_timeout = 0
+    if ino == pyfuse3.ROOT_INODE:
+        e.st_mode, e.st_nlink, e.st_size = stat.S_IFDIR | 0o755, 2, 0
+    else:
+        e.st_mode, e.st_nlink, e.st_size = stat.S_IFREG | 0o644, 1, size
+    return e
+
+
 class GatedFS(pyfuse3.Operations):
     def __init__(self, gates: Path, sleep) -> None:
         super().__init__()
@@ -43,14 +56,7 @@ class GatedFS(pyfuse3.Operations):
         self.names: dict[int, str] = {}
 
     def _attr(self, ino: int) -> pyfuse3.EntryAttributes:
-        e = pyfuse3.EntryAttributes()
-        e.st_ino = ino
-        e.entry_timeout = e.attr_timeout = 0
-        if ino == pyfuse3.ROOT_INODE:
-            e.st_mode, e.st_nlink, e.st_size = stat.S_IFDIR | 0o755, 2, 0
-        else:
-            e.st_mode, e.st_nlink, e.st_size = stat.S_IFREG | 0o644, 1, self.sizes[ino]
-        return e
+        return flat_attr(ino, 0 if ino == pyfuse3.ROOT_INODE else self.sizes[ino])
 
     async def lookup(self, parent_inode, name, ctx=None):
         text = os.fsdecode(name)

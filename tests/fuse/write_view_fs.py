@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 import struct
 import sys
 from pathlib import Path
 
 import pyfuse3
 import trio
+
+from tests.fuse.session_loop_fs import flat_attr
 
 
 class WriteViewFS(pyfuse3.Operations):
@@ -43,14 +44,7 @@ class WriteViewFS(pyfuse3.Operations):
         self.kept: list[object] = []
 
     def _attr(self, ino: int) -> pyfuse3.EntryAttributes:
-        e = pyfuse3.EntryAttributes()
-        e.st_ino = ino
-        e.entry_timeout = e.attr_timeout = 0
-        if ino == pyfuse3.ROOT_INODE:
-            e.st_mode, e.st_nlink, e.st_size = stat.S_IFDIR | 0o755, 2, 0
-        else:
-            e.st_mode, e.st_nlink, e.st_size = stat.S_IFREG | 0o644, 1, len(self.data[ino])
-        return e
+        return flat_attr(ino, 0 if ino == pyfuse3.ROOT_INODE else len(self.data[ino]))
 
     async def lookup(self, parent_inode, name, ctx=None):
         if parent_inode != pyfuse3.ROOT_INODE:
