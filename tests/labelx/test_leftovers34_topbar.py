@@ -48,7 +48,9 @@ def test_the_top_bars_role_badge_stays_on_one_line_beside_long_names(
         page = login(browser, server, USER, width, 800)
         for path in (f"/projects/{project.id}", f"/tasks/{task}"):
             page.goto(f"{server}{path}")
-            page.wait_for_function("document.querySelectorAll('#crumbs a, #crumbs span').length >= 2")
+            # a locator's wait, not wait_for_function: a string predicate that is false at first is
+            # polled with eval() in the page, which LabelX's CSP (script-src 'self') refuses
+            page.locator("#crumbs a, #crumbs span").nth(1).wait_for(state="attached")
             assert page.locator(".topbar .role").inner_text() == "annotator"
             shot(page, f"leftovers34-topbar-{width}-{path.split('/')[1]}", full_page=False)
             lines = page.evaluate(
