@@ -121,11 +121,15 @@ class FastReads:
         self.table.retract(ino)
 
     def evicted(self, st_dev: int, st_ino: int) -> None:
-        """The tier removed this file: if it is published, retract it (its space comes back
-        at once). A file another process changed or removed is seen by C at its next READ,
-        or by :meth:`sweep`."""
-        ino = self.table.retract_file(st_dev, st_ino)
-        if ino:
+        """The tier removed this file: retract it for every inode it is published for (its
+        space comes back once the last descriptor closes). One page file backs several
+        inodes when they name one object (a record kept by two versions, a blob of two
+        keys), and the C table's ``retract_file`` retracts one entry per call: asked until
+        it finds none. A file another process changed or removed is seen by C at its next
+        READ, or by :meth:`sweep`."""
+        seen: set[int] = set()
+        while (ino := self.table.retract_file(st_dev, st_ino)) and ino not in seen:
+            seen.add(ino)  # (each call removes the entry it reports: no inode comes twice)
             self._published.pop(ino, None)
 
     def sweep(self, slots: int) -> int:

@@ -112,6 +112,11 @@ class PassthroughOpens:
         #: "passthrough", or why not ("off: zero-message opens", "off: kernel", ...)
         self.mode = "passthrough" if wanted else f"off: {off}"
         self._published: OrderedDict[int, None] = OrderedDict()  # least recently published first
+        #: each published inode's file, (st_dev, st_ino), and the inodes of each file: one page
+        #: file may back several inodes (one object in two versions, a blob of two keys), and
+        #: its eviction must retract them all (the C table's ``retract_file`` takes one)
+        self._file_of: dict[int, tuple[int, int]] = {}
+        self._inos_of: dict[tuple[int, int], set[int]] = {}
         self._ordinary: dict[int, int] = {}  # ino -> cached (non-direct) ordinary handles open
         self._fh_ino: dict[int, tuple[int, bool]] = {}  # ordinary fh -> (ino, direct I/O?)
         self.python_opens = 0  # passthrough opens answered here (the first, or after a change)
@@ -176,7 +181,9 @@ class PassthroughOpens:
                 return None
             while len(self._published) >= self.max_ids:
                 old, _ = self._published.popitem(last=False)
+                self._forget(old)
                 self.table.retract(old)
+            st = os.fstat(fd)  # the entry's file: may_publish saw no entry, so publish makes one of fd
             try:
                 self.table.publish(ino, fd)
             except OSError as exc:
@@ -187,6 +194,7 @@ class PassthroughOpens:
                 return None
             owned = True
             self._published[ino] = None
+            self._remember(ino, (st.st_dev, st.st_ino))
             if still_verified is not None and not still_verified():
                 log.warning(
                     "FUSE passthrough: backing file of inode %d changed while published; not used", ino
@@ -255,17 +263,35 @@ class PassthroughOpens:
     def retract(self, ino: int) -> None:
         """No more passthrough opens of ``ino`` with its published file (e.g. evicted)."""
         self._published.pop(ino, None)
+        self._forget(ino)
         if self.wanted:
             self.table.retract(ino)
 
     def evicted(self, st_dev: int, st_ino: int) -> None:
-        """The tier removed this file: if it is published, retract it (its space comes back
-        with its last handle). Another process's evictions are seen by C at the next open,
-        or by :meth:`sweep`."""
-        if self.wanted:
-            ino = self.table.retract_file(st_dev, st_ino)
-            if ino:
-                self._published.pop(ino, None)
+        """The tier removed this file: retract it for every inode it is published for (its
+        space comes back with the last handle). One page file backs several inodes when
+        they name one object (a record kept by two versions, a blob of two keys); the C
+        table's ``retract_file`` retracts only the first entry it finds with the file, and
+        finds it again at the next call if handles hold it, so the inodes are taken from
+        this side's record of each published file. Another process's evictions are seen by
+        C at the next open, or by :meth:`sweep`."""
+        if not self.wanted:
+            return
+        for ino in sorted(self._inos_of.get((st_dev, st_ino), ())):
+            self.retract(ino)
+
+    def _remember(self, ino: int, file: tuple[int, int]) -> None:
+        self._forget(ino)
+        self._file_of[ino] = file
+        self._inos_of.setdefault(file, set()).add(ino)
+
+    def _forget(self, ino: int) -> None:
+        file = self._file_of.pop(ino, None)
+        if file is not None:
+            inos = self._inos_of[file]
+            inos.discard(ino)
+            if not inos:
+                del self._inos_of[file]
 
     def sweep(self, slots: int) -> int:
         """Retract the published files another process removed (evicted) or changed, which
@@ -277,6 +303,7 @@ class PassthroughOpens:
         gone = self.table.sweep(slots)
         for ino in gone:
             self._published.pop(ino, None)
+            self._forget(ino)
         return len(gone)
 
     def published_inodes(self) -> list[int]:

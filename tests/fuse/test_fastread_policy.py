@@ -118,3 +118,19 @@ def test_eviction_retracts_and_off_publishes_nothing(page) -> None:
     assert off.mode == "off: FUSE passthrough" and not off.may_publish(5)
     fd = page()
     assert not off.publish(5, fd, lambda: True) and closed(fd)
+
+
+def test_eviction_retracts_a_file_shared_by_several_inodes_for_all(page) -> None:
+    """One page file backs several inodes when they name one object (a record kept by two
+    versions, a blob of two keys); the C table's ``retract_file`` retracts one entry per
+    call. Before, the eviction retracted the file for one inode: the others kept a
+    descriptor of the removed file (its disk space) until a sweep."""
+    table = FakeTable()
+    fr = FastReads(table, wanted=True)
+    fds = [page() for _ in range(3)]
+    for ino, fd in zip((5, 6, 7), fds, strict=True):
+        assert fr.publish(ino, fd, lambda: True)
+    st = os.fstat(fds[0])
+    fr.evicted(st.st_dev, st.st_ino)
+    assert table.files == {} and all(closed(fd) for fd in fds)
+    assert fr.published_inodes() == []

@@ -343,3 +343,29 @@ def test_a_file_changed_between_its_check_and_its_publication_is_not_used() -> N
     assert pt.may_publish(5)  # the next open checks the file again
     got = pt.publish(5, a_fd(), lambda: True)
     assert got is not None and t.entries[5]["handles"] == 1
+
+
+def test_an_evicted_file_shared_by_several_inodes_is_let_go_for_all(tmp_path) -> None:
+    """One page file backs several inodes when they name one object (a record kept by two
+    versions, a blob of two keys): its eviction retracts it for every one of them. The C
+    table's ``retract_file`` retracts the first entry it finds with the file, and finds an
+    entry held by a handle again at every call: before, the others kept their descriptor,
+    backing id and the removed file's disk space until a sweep."""
+    page = tmp_path / "shared.page"
+    page.write_bytes(b"x" * 100)
+    t = FakeTable()
+    pt = PassthroughOpens(t, wanted=True)
+    held = pt.publish(4, os.open(page, os.O_RDONLY))  # a handle of 4 stays open
+    assert held is not None
+    for ino in (5, 6):
+        got = pt.publish(ino, os.open(page, os.O_RDONLY))
+        assert got is not None
+        pt.released(got[0])
+    pt.publish(7, a_fd())  # another file: kept
+    st = page.stat()
+    pt.evicted(st.st_dev, st.st_ino)
+    assert sorted(t.entries) == [4, 7] and pt.published_inodes() == [7]
+    assert not t.entries[4]["published"] and t.c_open(4) is None  # 4's handle keeps its id
+    assert len(t.open_ids) == 2
+    pt.released(held[0])
+    assert sorted(t.entries) == [7] and len(t.open_ids) == 1
