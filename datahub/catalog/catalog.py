@@ -53,12 +53,16 @@ _DATASET_FIELDS = ("description", "source", "owner", "acl", "sources")
 _HEAD_RETRIES = 3  # commits "on the head" that lose a race before reading any change
 
 
+def first_version(dataset: str) -> str:
+    """How version 1 of ``dataset`` is made, as the commands a new user types (the CLI and the
+    browser show each command in backticks as this user runs datahub)."""
+    return f"`datahub import SRC --to {dataset}` or `datahub commit {dataset} --changes FILE.jsonl`"
+
+
 def no_versions_yet(dataset: str, ref: Ref) -> VersionNotFound:
-    """The error for a version asked of a dataset that has none: it says how the first is made
-    (the commands, as a new user types them; the CLI shows them as this user runs datahub)."""
+    """The error for a version asked of a dataset that has none: it says how the first is made."""
     return VersionNotFound(
-        f"dataset {dataset!r} has no versions yet: create version 1 with "
-        f"`datahub import SRC --to {dataset}` or `datahub commit {dataset} --changes FILE.jsonl`",
+        f"dataset {dataset!r} has no versions yet: create version 1 with {first_version(dataset)}",
         dataset=dataset,
         version="latest" if ref is None else str(ref)[:40],
     )
