@@ -29,6 +29,7 @@ from datahub.api.lineage import LineageView
 from datahub.api.routes.pagination import decode_cursor, encode_cursor
 from datahub.browser import charts, diffs, folders, lineage, listing, session
 from datahub.catalog import Catalog
+from datahub.catalog.catalog import first_version
 from datahub.catalog.filter import RecordFilter
 from datahub.catalog.model import Dataset, Version
 from datahub.errors import (
@@ -616,7 +617,11 @@ def diff_page(
     b, _, _ = _dataset(request, name)
     versions = list(b.catalog.log(name))
     if not versions:
-        raise InvalidInput(f"dataset {name!r} has no versions to compare yet", dataset=name)
+        # said only "no versions to compare yet", with no word of how a first one is made
+        raise InvalidInput(
+            f"dataset {name!r} has no versions to compare yet: create version 1 with {first_version(name)}",
+            dataset=name,
+        )
     new = b.catalog.resolve(name, to)
     if not from_ref:
         from_ref = str(new.parent or 0)

@@ -53,6 +53,21 @@ _DATASET_FIELDS = ("description", "source", "owner", "acl", "sources")
 _HEAD_RETRIES = 3  # commits "on the head" that lose a race before reading any change
 
 
+def first_version(dataset: str) -> str:
+    """How version 1 of ``dataset`` is made, as the commands a new user types (the CLI and the
+    browser show each command in backticks as this user runs datahub)."""
+    return f"`datahub import SRC --to {dataset}` or `datahub commit {dataset} --changes FILE.jsonl`"
+
+
+def no_versions_yet(dataset: str, ref: Ref) -> VersionNotFound:
+    """The error for a version asked of a dataset that has none: it says how the first is made."""
+    return VersionNotFound(
+        f"dataset {dataset!r} has no versions yet: create version 1 with {first_version(dataset)}",
+        dataset=dataset,
+        version="latest" if ref is None else str(ref)[:40],
+    )
+
+
 class Catalog:
     """Datasets, immutable versions and their records, on any CatalogStore."""
 
@@ -115,11 +130,7 @@ class Catalog:
         if ref is None or ref == "latest":
             head = self.store.head(dataset)
             if head == 0:
-                raise VersionNotFound(
-                    f"dataset {dataset!r} has no versions yet; import or commit to create version 1",
-                    dataset=dataset,
-                    version="latest",
-                )
+                raise no_versions_yet(dataset, "latest")
             return self.store.get_version(dataset, head)
         if isinstance(ref, bool) or not isinstance(ref, int | str):
             raise InvalidInput(f"invalid version reference {ref!r} for dataset {dataset!r}", dataset=dataset)
@@ -133,9 +144,24 @@ class Catalog:
                     dataset=dataset,
                     version=str(ref)[:40],
                 )
-            return self.store.get_version(dataset, seq)
+            return self._or_no_versions(dataset, ref, lambda: self.store.get_version(dataset, seq))
         check_tag(ref)
-        return self.store.get_version(dataset, self.store.tag_target(dataset, ref))
+        return self._or_no_versions(
+            dataset, ref, lambda: self.store.get_version(dataset, self.store.tag_target(dataset, ref))
+        )
+
+    def _or_no_versions(self, dataset: str, ref: Ref, get: Callable[[], Version]) -> Version:
+        """``get()``; a version or tag not found in a dataset with none at all says that.
+
+        Why: on a dataset just created, ``datahub ls x@v1`` and ``datahub diff x 0 1`` said
+        "has no version 1; see `datahub log x`", and that log printed "(none)": a loop that
+        never said how a first version is made (newuser42)."""
+        try:
+            return get()
+        except VersionNotFound:
+            if self.store.head(dataset) == 0:
+                raise no_versions_yet(dataset, ref) from None
+            raise
 
     def _seq(self, dataset: str, ref: Ref) -> int:
         """Like resolve, but 0 (or "0"/"v0") names the empty state before version 1."""

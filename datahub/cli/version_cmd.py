@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from itertools import islice
 
-from datahub.console.context import CliContext, author_or_default, shown
+from datahub.console.context import CliContext, as_typed, author_or_default, shown
 from datahub.console.output import output_file, written
 from datahub.errors import Conflict, InvalidInput, VersionNotFound
 from datahub.validation import check_tag, split_version
@@ -110,8 +110,15 @@ def log(args: argparse.Namespace, ctx: CliContext) -> int:
     )
     if args.limit is not None and args.limit < 0:  # islice's ValueError was "a datahub bug"
         raise InvalidInput(f"invalid limit {args.limit}: use a number >= 0", limit=args.limit)
-    versions = islice(ctx.catalog.log(name), args.limit)
-    ctx.emit([version_row(v) for v in versions], columns=LOG_COLUMNS)
+    versions = [version_row(v) for v in islice(ctx.catalog.log(name), args.limit)]
+    if not versions and not ctx.json_output and args.limit != 0:
+        # a dataset just created printed "(none)", and every other command's "see `datahub
+        # log x`" led here: it says how the first version is made, on stderr (newuser42)
+        from datahub.catalog.catalog import no_versions_yet
+
+        print(shown(as_typed(no_versions_yet(name, None).message, ctx.command)), file=ctx.err)
+        return 0
+    ctx.emit(versions, columns=LOG_COLUMNS)
     return 0
 
 

@@ -135,7 +135,7 @@ function renderProgress() {
   p.querySelector(".bar").style.width = `${100 * done / S.items.length}%`;
   p.querySelector(".label").textContent = `${done} / ${S.items.length}`;
   const canSubmit = S.view.can_edit && done === S.items.length && S.items.some(i => i.status === "annotated");
-  $("submit").disabled = !canSubmit;
+  $("submit").disabled = !canSubmit || submitting;
   $("submit-why").textContent = S.view.can_edit && done === S.items.length && !canSubmit ? nothingToSubmit() : "";
 }
 
@@ -341,7 +341,13 @@ function saved() {
   return new Promise(resolve => { const check = () => saving ? setTimeout(check, 50) : resolve(); check(); });
 }
 
+/** True while a submit is on its way: the button stays disabled until its answer is shown (a
+ * double-click sent two submits, and the second one's "0 items submitted" hid the first's). */
+let submitting = false;
+
 async function submitTask() {
+  if (submitting) return;
+  submitting = true; $("submit").disabled = true;
   try {
     await saved();
     if (pending.size) {  // a save failed and waits for its retry: submitting now would leave it out
@@ -352,8 +358,12 @@ async function submitTask() {
     const view = await api("GET", `/api/tasks/${BOOT.task_id}`);
     S.items = view.items; render();
     // after render: its banner for a submitted item ("can no longer be changed") hid this one
-    banner(`${counted(res.submitted, "item")} submitted for review: a reviewer accepts them or sends them back here.`);
+    banner(res.submitted
+      ? `${counted(res.submitted, "item")} submitted for review: a reviewer accepts them or sends them back here.`
+      // submitted meanwhile from another tab or window: "0 items submitted" read as a failure
+      : "Nothing new submitted: every labelled item of this task was already sent for review.");
   } catch (e) { banner(e.message, true); }
+  finally { submitting = false; if (S.view) renderProgress(); }
 }
 
 // --- keys: one table drives the handler and the help dialog, so the help names every key the
