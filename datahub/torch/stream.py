@@ -6,6 +6,12 @@ whole training processes may join mid-epoch (they simply start claiming) or leav
 clean exit hands the task back at once; a crash hands it back when the lease expires),
 and the epoch still covers every task. Delivery is at-least-once: a task whose worker
 died after yielding part of it is yielded again in full by whoever takes it over.
+
+A worker with nothing left to claim leaves its epoch when a sibling worker of its own
+DataLoader holds a task, and waits (polls) only for tasks held elsewhere: an in-order
+DataLoader (its default) waits for the answer of the worker whose turn it is, so a worker
+waiting inside that turn for its sibling's task stalled the loader until the lease expired,
+and the task was then delivered twice.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from datahub.errors import JobFinished, JobNotFound, LeaseLost, job_not_found
-from datahub.tasks import Task, TaskQueue
+from datahub.tasks import DOING, Task, TaskQueue
 from datahub.torch._torch import IterableDataset, get_worker_info
 from datahub.validation import check_name
 
@@ -45,8 +51,11 @@ class TaskStream(IterableDataset):
         self._saw_done = False  # this object's last pass ended because the job was over
 
     def worker_id(self) -> str:
+        """``host:pid:worker``, and in a DataLoader worker ``@`` and its loader's mark
+        (``_loader_mark``), so a worker can tell which leased tasks its siblings hold."""
         info = get_worker_info()
-        return f"{self.name or socket.gethostname()}:{os.getpid()}:{info.id if info else 0}"
+        label = f"{self.name or socket.gethostname()}:{os.getpid()}:{info.id if info else 0}"
+        return f"{label}@{_loader_mark(info)}" if info is not None else label
 
     def __iter__(self) -> Iterator[Any]:
         """Claim and yield until the job is over; a worker that joins when it already is
@@ -64,6 +73,8 @@ class TaskStream(IterableDataset):
                     if state.done or state.failed:
                         self._saw_done = True
                         return
+                    if _a_sibling_holds_a_task(queue, self.job, worker):
+                        return  # the sibling finishes it; this pass did not see the job over
                     self.stop.wait(self.poll_seconds)  # others hold the rest: wait for DONE or expiry
                     continue
                 yield from self._run(queue, task, worker)
@@ -100,6 +111,37 @@ class TaskStream(IterableDataset):
                     pass
             else:  # leaving early (stop, error, consumer closed the generator): hand it back now
                 queue.release(self.job, task.index, task.lease)
+
+
+def _loader_mark(info: Any) -> str:
+    """What the workers of one DataLoader iteration, and only they, share: the main process
+    (the workers' parent) and the iteration's base seed (each worker's seed is it plus its id)."""
+    return f"{os.getppid()}.{(info.seed - info.id) & 0xFFFFFFFFFFFFFFFF:x}"
+
+
+def _a_sibling_holds_a_task(queue: TaskQueue, job: str, worker: str) -> bool:
+    """Whether another worker of this worker's DataLoader holds a task of ``job`` (DOING).
+
+    Why: an in-order DataLoader (its default) asks its workers in turn and waits for the
+    answer of the one whose turn it is. A worker with nothing to claim that waited inside
+    that turn for a sibling's task stalled the loader, since the sibling got no request to
+    finish the task until the waiter answered; at the lease's expiry the waiter took the task
+    over and it was delivered twice. Such a worker leaves its epoch instead: the sibling finishes
+    the task (if the sibling dies, the DataLoader itself fails). It still waits for tasks held by
+    other processes (one may have died: its tasks come back when their leases expire), and the
+    last worker of a loader holding nothing always waits, so the epoch covers every task. Owner
+    labels are display labels: a forged one only makes a worker leave its epoch early, never
+    gives it a task. Outside a DataLoader (no ``@`` mark) a stream has no siblings.
+    """
+    host_pid_id, mark, loader = worker.rpartition("@")
+    if not mark:
+        return False
+    host = host_pid_id.rsplit(":", 2)[0] + ":"
+    return any(
+        task.state == DOING and task.owner != worker and task.owner.startswith(host)
+        and task.owner.rpartition("@")[2] == loader
+        for task in queue.tasks(job)
+    )  # fmt: skip
 
 
 def _job_finished(job: str) -> JobFinished:

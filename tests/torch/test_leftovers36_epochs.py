@@ -29,7 +29,7 @@ def test_a_second_epoch_over_persistent_workers_is_an_error_naming_the_job(confi
     job = shard_epoch(queue, "persist-epoch", 4)
     queue.close()
     stream = TaskStream(open_queue, job, _produce, poll_seconds=0.05)
-    loader = DataLoader(stream, batch_size=None, num_workers=2, persistent_workers=True, in_order=False)
+    loader = DataLoader(stream, batch_size=None, num_workers=2, persistent_workers=True)
     assert sorted(loader) == _expected(4)  # the first epoch: every sample once
     with pytest.raises(Exception) as caught:  # the worker's error, re-raised by the DataLoader
         list(loader)

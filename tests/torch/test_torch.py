@@ -155,7 +155,7 @@ def test_task_stream_in_a_dataloader_over_packed_shards(packed: PackedDataset, c
     job = shard_epoch(queue, "packed-epoch", len(packed.readers))
     queue.close()
     stream = TaskStream(open_queue, job, lambda task: packed.shard_samples(task.payload["shard"]))
-    loader = DataLoader(stream, batch_size=None, num_workers=2, in_order=False)
+    loader = DataLoader(stream, batch_size=None, num_workers=2)
     assert Counter(cls for _, cls in loader) == Counter(i % 3 for i in range(N))
 
 
