@@ -162,6 +162,15 @@ class AccessDenied(DatahubError):
     code, http_status, errno, exit_code = "access_denied", 403, _errno.EACCES, 6
 
 
+class TooManyAttempts(DatahubError):
+    """Too many failed sign-ins (a password, typed again) for one account or from one client
+    address: refused unchecked until ``details["retry_after"]`` seconds passed, so passwords
+    cannot be guessed online at full speed. HTTP 429 with ``Retry-After``. The message is the
+    same whether the account exists or not."""
+
+    code, http_status, errno, exit_code = "too_many_attempts", 429, _errno.EAGAIN, 6
+
+
 # --- storage / infrastructure --------------------------------------------------------------------
 class StorageError(DatahubError):
     """The object store failed in a way retries did not fix."""

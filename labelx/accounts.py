@@ -191,3 +191,92 @@ class AccountRecords:
             .fetchone()
         )
         return None if row is None else User(*row)
+
+    # --- failed sign-ins (labelx.auth.SignInThrottle) ------------------------------------------
+    def begin_sign_in(
+        self, keys: list[tuple[str, str]], lock_for: Callable[[str, int], float], forget: float, cap: int
+    ) -> tuple[float, dict[tuple[str, str], float]]:
+        """Count one sign-in attempt against each ``(kind, key)`` (an account's name, a client
+        address) as failed, unless one of them is locked. Returns (seconds until the last lock
+        ends, {}) when refused (nothing counted), else (0, the lock each key now has).
+
+        Counted before the password is checked, in one immediate transaction: the rows are
+        shared by every process on this labelx.db (``datahub serve --workers N``), so attempts
+        sent in parallel, to one worker or several, are each counted and the one past the
+        allowance locks out those after it; checked first and counted after the slow scrypt,
+        they all passed the check. ``lock_for(kind, failures)``: seconds locked after that many.
+        A count ``forget`` seconds old with no lock left is dropped; past ``cap`` rows of a kind
+        the least recent ones go, never an existing account's (``_make_room``)."""
+        now = self.clock()
+        with self._write() as db:
+            rows: dict[tuple[str, str], int] = {}
+            wait = 0.0
+            for kind, key in keys:
+                row = db.execute(
+                    "SELECT failures, last_at, locked_until FROM sign_in_failures WHERE kind=? AND key=?",
+                    (kind, key),
+                ).fetchone()
+                if row is not None and row[2] > now:
+                    wait = max(wait, row[2] - now)
+                forgotten = row is None or (row[1] < now - forget and row[2] <= now)
+                rows[(kind, key)] = 0 if forgotten else row[0]
+            if wait > 0:
+                return wait, {}
+            locks = {}
+            for (kind, key), failures in rows.items():
+                if failures == 0:
+                    self._make_room(db, kind, now - forget, now, cap)
+                locks[(kind, key)] = now + lock_for(kind, failures + 1)
+                db.execute(
+                    "INSERT INTO sign_in_failures(kind, key, failures, last_at, locked_until) VALUES(?,?,?,?,?) "
+                    "ON CONFLICT(kind, key) DO UPDATE SET failures=excluded.failures, "
+                    "last_at=excluded.last_at, locked_until=excluded.locked_until",
+                    (kind, key, failures + 1, now, locks[(kind, key)]),
+                )
+        return 0.0, locks
+
+    @staticmethod
+    def _make_room(db: sqlite3.Connection, kind: str, stale: float, now: float, cap: int) -> None:
+        """Keep at most ``cap`` rows of ``kind`` (plus one per existing account): drop counts
+        older than ``stale`` with no lock left, then the least recent ones, never an existing
+        account's. Why: the names typed and the addresses are the caller's to choose, so an
+        attacker could grow the table without bound; an existing account's count is bounded by
+        the accounts and must never be flushed out by flooding other names."""
+        if db.execute("SELECT COUNT(*) FROM sign_in_failures WHERE kind=?", (kind,)).fetchone()[0] < cap:
+            return
+        db.execute(
+            "DELETE FROM sign_in_failures WHERE kind=? AND last_at < ? AND locked_until <= ?",
+            (kind, stale, now),
+        )
+        excess = (
+            db.execute("SELECT COUNT(*) FROM sign_in_failures WHERE kind=?", (kind,)).fetchone()[0] - cap + 1
+        )
+        if excess > 0:
+            db.execute(
+                "DELETE FROM sign_in_failures WHERE rowid IN (SELECT rowid FROM sign_in_failures "
+                "WHERE kind=? AND NOT (kind='account' AND key IN (SELECT name FROM users)) "
+                "ORDER BY last_at LIMIT ?)",
+                (kind, excess),
+            )
+
+    def end_sign_in(self, locks: dict[tuple[str, str], float], reset: tuple[str, str]) -> None:
+        """A sign-in that ``begin_sign_in`` counted succeeded: ``reset`` (the account) starts
+        from zero; every other key (the address) gets its attempt back, and the lock that
+        attempt set if it is still the key's. Why not reset the address: one account's owner
+        signing in would wipe the count of guesses from that address at everyone else's."""
+        with self._write() as db:
+            db.execute("DELETE FROM sign_in_failures WHERE kind=? AND key=?", reset)
+            for (kind, key), lock in locks.items():
+                if (kind, key) == reset:
+                    continue
+                db.execute(
+                    "UPDATE sign_in_failures SET failures=MAX(failures - 1, 0), locked_until="
+                    "CASE WHEN locked_until=? THEN last_at ELSE locked_until END WHERE kind=? AND key=?",
+                    (lock, kind, key),
+                )
+
+    def sign_in_failures(self, kind: str) -> int:
+        """How many counts of ``kind`` (``account``, ``address``) are kept (tests, diagnostics)."""
+        return (
+            self._conn().execute("SELECT COUNT(*) FROM sign_in_failures WHERE kind=?", (kind,)).fetchone()[0]
+        )

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from datahub.api.errors import http_error_headers
+from datahub.api.errors import http_error_headers, retry_after
 from datahub.api.limits import add_body_limits
 from datahub.config import Config
 from datahub.errors import DatahubError, InvalidInput, NotFound, Unauthenticated
@@ -181,8 +181,11 @@ def create_labelx_app(
             exc.message = exc.message.replace("`datahub ", f"`{lx.cli} ")
             exc.args = (exc.message,)
         if shows_page(request):
-            return pages.error_page(request, exc)  # a page, not the JSON API's answer
-        return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status)
+            page = pages.error_page(request, exc)  # a page, not the JSON API's answer
+            page.headers.update(retry_after(exc))
+            return page
+        # Retry-After: a 429 of the sign-in throttle (POST /api/tokens' password) says when
+        return JSONResponse({"error": exc.to_dict()}, status_code=exc.http_status, headers=retry_after(exc))
 
     @app.exception_handler(DatahubError)
     async def _error(request: Request, exc: DatahubError) -> Response:

@@ -7,6 +7,8 @@
 - CSRF: a synchronizer token per session, handed to the page and required in the
   ``X-CSRF-Token`` header of every state-changing request. The login form (no session yet)
   uses a double-submit token: the cookie and the form field must match.
+- Failed sign-ins are throttled (``SignInThrottle``): per account name and per client
+  address, a growing lock-out answered 429 ``too_many_attempts`` with ``Retry-After``.
 - API tokens for scripts: ``lx_<random>`` sent as ``Authorization: Bearer``; stored hashed.
   Bearer requests carry no cookie, so they need no CSRF token.
 """
@@ -15,10 +17,12 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
+import math
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from datahub.errors import AccessDenied, InvalidInput, NotFound, Unauthenticated
+from datahub.errors import AccessDenied, InvalidInput, NotFound, TooManyAttempts, Unauthenticated
 from labelx.accounts import DISABLED
 from labelx.entities import User
 from labelx.store import LabelStore
@@ -70,12 +74,93 @@ class Principal:
     proof: tuple[str, str] | None = None
 
 
-class Auth:
-    def __init__(self, store: LabelStore) -> None:
-        self.store = store
+def client_address(host: str | None) -> str:
+    """The client address failed sign-ins are counted under: an IPv6 address by its /64 (one
+    host, or one home or cloud VM, is given a whole /64: counted per address, it had 2**64
+    fresh counts); an IPv4 address (also IPv4-mapped IPv6) as it is; anything else (a test
+    client's name, a Unix socket) as given."""
+    try:
+        ip = ipaddress.ip_address(host or "")
+    except ValueError:
+        return host or "unknown"
+    if ip.version == 6 and ip.ipv4_mapped is None:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(getattr(ip, "ipv4_mapped", None) or ip)
 
-    def login(self, name: str, password: str) -> tuple[str, str]:
-        """Return (session id, csrf token); Unauthenticated on a bad name or password."""
+
+@dataclass
+class SignInThrottle:
+    """How many failed password checks an account name and a client address may have before
+    they are locked out, and for how long (docs/labelx.md, "Sign-in throttling").
+
+    The first ``account_free`` failures of a name (``address_free`` of an address) cost
+    nothing; each one after locks it for ``base`` seconds, doubled each time up to ``longest``.
+    A lock refuses every attempt, a right password too, unchecked: a success during it would
+    tell the attacker the guess was right. A success resets the name's count and gives the
+    address its attempt back. A count with no lock left is forgotten ``forget`` seconds after
+    its last failure. Every name typed is counted, an account or not, so a 429 never tells
+    whether one exists. The counts are in labelx.db, beside the sessions (``AccountRecords.
+    begin_sign_in``), so every worker process shares them; at most ``cap`` of each kind are
+    kept (plus one per account)."""
+
+    account_free: int = 5
+    address_free: int = 20
+    base: float = 1.0
+    longest: float = 900.0
+    forget: float = 24 * 3600.0
+    cap: int = 10_000
+
+    def lock_for(self, kind: str, failures: int) -> float:
+        over = failures - (self.account_free if kind == "account" else self.address_free)
+        return 0.0 if over <= 0 else min(self.base * 2 ** min(over - 1, 40), self.longest)
+
+
+@dataclass
+class Attempt:
+    """A sign-in attempt counted as failed until it succeeds (``Auth.succeeded``)."""
+
+    account: tuple[str, str]
+    locks: dict[tuple[str, str], float] = field(default_factory=dict)
+
+
+def account_key(name: str) -> tuple[str, str]:
+    """The row an account name's failures are counted in: the name itself (the store keeps an
+    existing account's row however many others come), or its SHA-256 when too long to be one
+    (so a row stays small)."""
+    return ("account", name if len(name) <= 256 else "sha256:" + sha256(name))
+
+
+class Auth:
+    def __init__(self, store: LabelStore, throttle: SignInThrottle | None = None) -> None:
+        self.store = store
+        self.throttle = throttle or SignInThrottle()
+
+    def attempt(self, name: str, address: str | None) -> Attempt:
+        """Count a password check for ``name`` from ``address`` before it is made; raise
+        TooManyAttempts (429) instead while either is locked out."""
+        account = account_key(name)
+        t = self.throttle
+        wait, locks = self.store.begin_sign_in(
+            [account, ("address", client_address(address))], t.lock_for, t.forget, t.cap
+        )
+        if wait > 0:
+            seconds = max(1, math.ceil(wait))
+            raise TooManyAttempts(
+                f"too many failed sign-ins for this user name or from this address: wait {seconds} s "
+                "and try again (forgot the password? the operator sets a new one where the server "
+                "runs: `datahub labelx set-password NAME`)",
+                retry_after=seconds,
+            )
+        return Attempt(account, locks)
+
+    def succeeded(self, attempt: Attempt) -> None:
+        """The password was right: the account's count starts again (``end_sign_in``)."""
+        self.store.end_sign_in(attempt.locks, attempt.account)
+
+    def login(self, name: str, password: str, address: str | None = None) -> tuple[str, str]:
+        """Return (session id, csrf token); Unauthenticated on a bad name or password,
+        TooManyAttempts while the name or ``address`` (the client's) is locked out."""
+        attempt = self.attempt(name, address)
         found = self.store.user_with_hash(name)
         usable = found is not None and found[1] != DISABLED
         # hash even for unknown or disabled users, so timing does not reveal which names exist
@@ -86,6 +171,7 @@ class Auth:
         # only while the hash checked is still the account's (a password change meanwhile: out)
         if not self.store.create_session(sha256(session_id), found[0].id, csrf, SESSION_TTL, found[1]):
             raise Unauthenticated("wrong user name or password")
+        self.succeeded(attempt)
         return session_id, csrf
 
     def logout(self, session_id: str) -> None:
@@ -121,7 +207,12 @@ class Auth:
         self.store.delete_token(token_hash)
 
     def token_for(
-        self, who: Principal, description: str = "", password: str = "", expires_days: int | None = None
+        self,
+        who: Principal,
+        description: str = "",
+        password: str = "",
+        expires_days: int | None = None,
+        address: str | None = None,
     ) -> str:
         """``POST /api/tokens``: a new API token for the caller, under the rule for how it came.
 
@@ -132,13 +223,16 @@ class Auth:
         (caller36). A bearer token may make one only for an admin (who may make whole
         accounts anyway); another's would let a leaked token outlive its own revocation.
         Refusals are AccessDenied (403): a 401 sends the page to the login form.
-        ``expires_days``: how long it opens anything (None: until revoked)."""
+        ``expires_days``: how long it opens anything (None: until revoked). The password check
+        is throttled as the login's, on the same counts (``address``: the client's): a copied
+        session could otherwise guess the password here at full speed."""
         if who.csrf is not None:  # a browser session
             if not password:
                 raise AccessDenied(
                     f"an API token made from a browser session needs {who.user.name!r}'s password again: "
                     "type it in the token form (field 'password') and create it again"
                 )
+            attempt = self.attempt(who.user.name, address)
             found = self.store.user_with_hash(who.user.name)
             stored = found[1] if found is not None and found[1] != DISABLED else _DUMMY_HASH
             if not verify_password(password, stored) or found is None or found[1] == DISABLED:
@@ -147,6 +241,7 @@ class Auth:
                     f"log in with (forgot it? the operator sets one with "
                     f"`datahub labelx set-password {who.user.name}`)"
                 )
+            self.succeeded(attempt)
         elif not who.user.is_admin:
             raise AccessDenied(
                 f"an API token cannot make another for {who.user.name!r} (only an admin's can): log in "

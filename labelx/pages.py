@@ -15,7 +15,7 @@ from urllib.parse import quote, unquote, urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
-from datahub.errors import AccessDenied, DatahubError, Unauthenticated
+from datahub.errors import AccessDenied, DatahubError, TooManyAttempts, Unauthenticated
 from datahub.web import Pages
 from datahub.web.cookies import delete_cookie, read_cookie, secure_cookie, set_cookie
 from datahub.web.forms import FOREIGN_FORM, sent_from_elsewhere
@@ -114,21 +114,36 @@ def _page(template: str, title: str, request: Request, who: Principal, **boot: A
 
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, error: str = "", next: str = "/") -> HTMLResponse:
+    name = unquote(held(request, LOGIN_NAME_COOKIE)) if error else ""
+    return _login_form(request, "" if error == "throttled" else error, next, name)
+
+
+def _login_form(
+    request: Request, error: str, next: str, name: str, throttled: TooManyAttempts | None = None
+) -> HTMLResponse:
+    """The sign-in form; after ``throttled`` (a 429 of the throttle), answered 429 with its
+    ``Retry-After`` and saying how long to wait (``error="throttled"`` in the address says
+    nothing: only this answer does)."""
     token = secrets.token_urlsafe(24)
     lx = get_labelx(request)
     demo_password = demo_password_path(lx.config)
+    retry = throttled.details["retry_after"] if throttled else ""
     resp = _render(
         "login.html",
         request,
         title="Log in",
         csrf=token,
-        error=error,
-        login_name=unquote(held(request, LOGIN_NAME_COOKIE)) if error else "",
+        error="throttled" if throttled else error,
+        retry=retry,
+        login_name=name,
         demo_password=str(demo_password) if demo_password.exists() else "",
         no_users=not lx.store.has_users(),
         next=_page_after_login(next),
     )
     _set(resp, request, LOGIN_CSRF_COOKIE, token)
+    if throttled:
+        resp.status_code = throttled.http_status
+        resp.headers["Retry-After"] = str(retry)
     return resp
 
 
@@ -147,9 +162,11 @@ def login(
     if not cookie or not secrets.compare_digest(cookie, csrf):
         return _login_refused(request, "expired", name, next)
     try:
-        session_id, _ = lx.auth.login(name, password)
+        session_id, _ = lx.auth.login(name, password, request.client.host if request.client else None)
     except Unauthenticated:
         return _login_refused(request, "wrong", name, next)
+    except TooManyAttempts as exc:  # the form again, answered 429 with Retry-After
+        return _login_form(request, "", next, name if len(name) <= LOGIN_NAME_KEPT else "", exc)
     if old := held(request, SESSION_COOKIE):
         # the session this browser held ends with its cookie: kept, it lived 12 h more in the
         # store, though no browser showed it any more (another person signing in on a shared

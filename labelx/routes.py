@@ -17,6 +17,7 @@ from labelx.deps import LX, RowId, Who
 from labelx.models import (
     CommitLabels,
     Committed,
+    ErrorBody,
     ItemOut,
     ItemReview,
     ItemSave,
@@ -61,9 +62,14 @@ def create_user(lx: LX, who: Who, body: UserCreate) -> UserOut:
     return UserOut(name=user.name, role=user.role)
 
 
-@router.post("/tokens", status_code=201)
-def create_token(lx: LX, who: Who, body: TokenCreate = TokenCreate()) -> TokenOut:
-    return TokenOut(token=lx.auth.token_for(who, body.description, body.password, body.expires_days))
+@router.post(
+    "/tokens",
+    status_code=201,
+    responses={429: {"model": ErrorBody, "description": "too many wrong passwords: wait Retry-After s"}},
+)
+def create_token(request: Request, lx: LX, who: Who, body: TokenCreate = TokenCreate()) -> TokenOut:
+    address = request.client.host if request.client else None  # its password check is throttled
+    return TokenOut(token=lx.auth.token_for(who, body.description, body.password, body.expires_days, address))
 
 
 @router.get("/tokens")

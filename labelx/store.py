@@ -98,6 +98,10 @@ CREATE TABLE IF NOT EXISTS items(
 CREATE INDEX IF NOT EXISTS items_task ON items(task_id, position);
 CREATE UNIQUE INDEX IF NOT EXISTS items_key ON items(project_id, key);
 CREATE INDEX IF NOT EXISTS items_status ON items(project_id, status);
+CREATE TABLE IF NOT EXISTS sign_in_failures(
+  kind TEXT NOT NULL, key TEXT NOT NULL, failures INTEGER NOT NULL, last_at REAL NOT NULL,
+  locked_until REAL NOT NULL, PRIMARY KEY(kind, key));
+CREATE INDEX IF NOT EXISTS sign_in_failures_age ON sign_in_failures(kind, last_at);
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS exports(
   id INTEGER PRIMARY KEY, project_id INTEGER NOT NULL, dataset TEXT NOT NULL, seq INTEGER NOT NULL,

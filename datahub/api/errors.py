@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from datahub.errors import Busy, DatahubError
+from datahub.errors import Busy, DatahubError, TooManyAttempts
 
 log = logging.getLogger(__name__)
 # Framework (starlette / FastAPI) errors by status; each code is listed in docs/api.md.
@@ -45,9 +45,9 @@ async def _datahub_error(request: Request, exc: DatahubError) -> JSONResponse:
 
 
 def retry_after(exc: DatahubError) -> dict[str, str]:
-    """``Retry-After`` for a ``busy`` answer that says when (its ``retry_after`` detail), so
-    clients wait that long instead of guessing (RFC 9110, 10.2.3)."""
-    seconds = exc.details.get("retry_after") if isinstance(exc, Busy) else None
+    """``Retry-After`` for a ``busy`` or ``too_many_attempts`` answer that says when (its
+    ``retry_after`` detail), so clients wait that long instead of guessing (RFC 9110, 10.2.3)."""
+    seconds = exc.details.get("retry_after") if isinstance(exc, Busy | TooManyAttempts) else None
     return {"Retry-After": str(seconds)} if isinstance(seconds, int) and seconds >= 0 else {}
 
 
