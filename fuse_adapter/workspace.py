@@ -407,11 +407,16 @@ class WorkspaceView:
             unlinked = node is not None and node.path is None and ino in self._last
             if unlinked:  # unlinked but still open: what we last knew, with no links left
                 last = self._last[ino]
-                if self.cwrites is None or ino not in self._staged:
+                if ino not in self._staged:
                     return Stat(ino, last.mode, 0, last.size, last.mtime_ns, last.uid, last.gid)
-                # WRITEs answered in C never told ``_last``: the staged file says, through a
+                # a staged file's writes never tell ``_last`` (the kernel writes it through a
+                # passthrough handle, or C answers its WRITEs): the staged file says, through a
                 # handle still open (review19d: ``_Staged.opener.attr()`` was unpacked as a
                 # tuple, so fstat(2) failed with EIO, EINVAL once that first handle closed).
+                # Before wbreview42 only WRITEs answered in C asked it: on a ``--passthrough``
+                # mount an unlinked (or replaced) staged file answered the size it had at its
+                # open, so fstat(2) and lseek(SEEK_END) said 0 bytes and a write at the end
+                # went over its first bytes.
                 # Under the lock: a RELEASE takes its handle out of ``_handles`` before closing it.
                 live = next((h for i, h in self._handles.values() if i == ino and h.staged_fd >= 0), None)
                 if live is None:
