@@ -439,11 +439,17 @@ class WorkspaceView:
         return self._charged_truncate(ino, size, fh)
 
     def _truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
+        done = False
         if fh is not None and fh in self._handles:
             try:
                 self._handles[fh][1].truncate(size)
             finally:
                 self._changed(fh)
+            done = True
+        else:  # by path: through a writer of the file if one is open (``_writer_of``)
+            writer = self._writer_of(ino)
+            done = writer is not None and self._truncated_through(writer, size)
+        if done:
             with self._lock:
                 last = self._last.get(ino)
                 if last is not None:
@@ -453,6 +459,37 @@ class WorkspaceView:
         else:
             self.ws.truncate(self.path_of(ino), size)
         return self.getattr(ino)
+
+    def _writer_of(self, ino: int) -> int | None:
+        """A handle of ``ino`` open for writing whose close may still commit (not short), or
+        None. A truncate by path (SETATTR with no handle: ``truncate(2)``) is made through it
+        when there is one, counted as its change (``_changed``), so that handle's close or
+        RELEASE commits it or, refused, reverts it with its own writes. Why (wbreview42):
+        ``Workspace.truncate`` commits the open file as it is, with every handle's writes not
+        yet acknowledged (an ``O_TRUNC`` rewrite): that writer's close then refused for space
+        "went back to its last fsync or close", which was the truncate's commit, and bytes
+        whose close returned ENOSPC were the file, after the close and after kill -9. Counted
+        here, before the cut, under ``_lock``: a RELEASE deciding after it commits it."""
+        with self._lock:
+            for fh, (i, _handle) in self._handles.items():
+                if i == ino and fh not in self._readers and fh not in self._short:
+                    self._changes[fh] = self._changes.get(fh, 0) + 1
+                    return fh
+        return None
+
+    def _truncated_through(self, fh: int, size: int) -> bool:
+        """Truncate through the writer ``fh`` (``_writer_of``); False if nothing was cut because
+        the handle went meanwhile, or if its RELEASE took it out of ``_handles`` before the cut
+        was done (its commit may have run first): the caller commits the truncate itself."""
+        entry = self._handles.get(fh)
+        if entry is None:
+            return False
+        try:
+            entry[1].truncate(size)
+        except InvalidInput:  # closed meanwhile (``FileHandle._check``)
+            return False
+        with self._lock:
+            return fh in self._handles
 
     def _charged_truncate(self, ino: int, size: int, fh: int | None) -> Stat:
         assert self.quota is not None
