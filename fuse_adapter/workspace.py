@@ -407,11 +407,16 @@ class WorkspaceView:
             unlinked = node is not None and node.path is None and ino in self._last
             if unlinked:  # unlinked but still open: what we last knew, with no links left
                 last = self._last[ino]
-                if self.cwrites is None or ino not in self._staged:
+                if ino not in self._staged:
                     return Stat(ino, last.mode, 0, last.size, last.mtime_ns, last.uid, last.gid)
-                # WRITEs answered in C never told ``_last``: the staged file says, through a
+                # a staged file's writes never tell ``_last`` (the kernel writes it through a
+                # passthrough handle, or C answers its WRITEs): the staged file says, through a
                 # handle still open (review19d: ``_Staged.opener.attr()`` was unpacked as a
                 # tuple, so fstat(2) failed with EIO, EINVAL once that first handle closed).
+                # Before wbreview42 only WRITEs answered in C asked it: on a ``--passthrough``
+                # mount an unlinked (or replaced) staged file answered the size it had at its
+                # open, so fstat(2) and lseek(SEEK_END) said 0 bytes and a write at the end
+                # went over its first bytes.
                 # Under the lock: a RELEASE takes its handle out of ``_handles`` before closing it.
                 live = next((h for i, h in self._handles.values() if i == ino and h.staged_fd >= 0), None)
                 if live is None:
@@ -434,11 +439,17 @@ class WorkspaceView:
         return self._charged_truncate(ino, size, fh)
 
     def _truncate(self, ino: int, size: int, fh: int | None = None) -> Stat:
+        done = False
         if fh is not None and fh in self._handles:
             try:
                 self._handles[fh][1].truncate(size)
             finally:
                 self._changed(fh)
+            done = True
+        else:  # by path: through a writer of the file if one is open (``_writer_of``)
+            writer = self._writer_of(ino)
+            done = writer is not None and self._truncated_through(writer, size)
+        if done:
             with self._lock:
                 last = self._last.get(ino)
                 if last is not None:
@@ -448,6 +459,37 @@ class WorkspaceView:
         else:
             self.ws.truncate(self.path_of(ino), size)
         return self.getattr(ino)
+
+    def _writer_of(self, ino: int) -> int | None:
+        """A handle of ``ino`` open for writing whose close may still commit (not short), or
+        None. A truncate by path (SETATTR with no handle: ``truncate(2)``) is made through it
+        when there is one, counted as its change (``_changed``), so that handle's close or
+        RELEASE commits it or, refused, reverts it with its own writes. Why (wbreview42):
+        ``Workspace.truncate`` commits the open file as it is, with every handle's writes not
+        yet acknowledged (an ``O_TRUNC`` rewrite): that writer's close then refused for space
+        "went back to its last fsync or close", which was the truncate's commit, and bytes
+        whose close returned ENOSPC were the file, after the close and after kill -9. Counted
+        here, before the cut, under ``_lock``: a RELEASE deciding after it commits it."""
+        with self._lock:
+            for fh, (i, _handle) in self._handles.items():
+                if i == ino and fh not in self._readers and fh not in self._short:
+                    self._changes[fh] = self._changes.get(fh, 0) + 1
+                    return fh
+        return None
+
+    def _truncated_through(self, fh: int, size: int) -> bool:
+        """Truncate through the writer ``fh`` (``_writer_of``); False if nothing was cut because
+        the handle went meanwhile, or if its RELEASE took it out of ``_handles`` before the cut
+        was done (its commit may have run first): the caller commits the truncate itself."""
+        entry = self._handles.get(fh)
+        if entry is None:
+            return False
+        try:
+            entry[1].truncate(size)
+        except InvalidInput:  # closed meanwhile (``FileHandle._check``)
+            return False
+        with self._lock:
+            return fh in self._handles
 
     def _charged_truncate(self, ino: int, size: int, fh: int | None) -> Stat:
         assert self.quota is not None
