@@ -26,11 +26,13 @@ import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from datahub.config import load_config
 from fuse_adapter.daemon import is_mounted, read_record
 from tests.moto_launch import MOTO_SERVER
 from tests.multihost.netns import Host, Network, clean_leftovers, wait_for_tcp, wait_until
+from tests.zygote import ZygoteProcess
 
 S3_PORT = 5000
 API_PORT = 8080
@@ -41,6 +43,10 @@ CEPH_UP = Path(__file__).resolve().parents[2] / "scripts" / "ceph-dev"
 KEY = "testing"
 DATAHUB = [str(Path(sys.executable).with_name("datahub"))]
 FUSE = [sys.executable, "-m", "fuse_adapter"]  # the datahub CLI with mount/umount (datahub's pyfuse3)
+#: what ``python -m`` runs for a node's ``datahub ARGS`` (``Node.cli``): the console script's
+#: ``main`` (``datahub``), or the CLI with mount/umount (``FUSE``)
+CLI_MODULE = "datahub.cli.main"
+FUSE_MODULE = "fuse_adapter"
 
 
 @dataclass
@@ -58,18 +64,28 @@ class Node:
         return [*prog, "--config", str(self.config_path), *args]
 
     def cli(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess:
-        cmd = self.cli_argv(*args)
-        return self.host.run(cmd, env=self.env, timeout=timeout, check=check)
+        """``datahub ARGS`` with this node's config, on its host: a fork of this process's
+        pre-imported zygote that joins the host's network (``Host.run_module``); the tests
+        here test what the command does across hosts, not the console script's start."""
+        module = FUSE_MODULE if args[0] in ("mount", "umount") else CLI_MODULE
+        argv = ["--config", str(self.config_path), *args]
+        return self.host.run_module(module, argv, env=self.env, timeout=timeout, check=check)
+
+    def popen_cli(self, *args: str, log: IO[bytes]) -> subprocess.Popen | ZygoteProcess:
+        """``datahub ARGS`` with this node's config started on its host (output to ``log``), a
+        zygote fork as ``cli``'s; killed when the network is torn down."""
+        module = FUSE_MODULE if args[0] in ("mount", "umount") else CLI_MODULE
+        return self.host.popen_module(
+            module, ["--config", str(self.config_path), *args], log=log, env=self.env
+        )
 
     @contextlib.contextmanager
-    def mounted(self, mountpoint: Path, *sources: str) -> Iterator[subprocess.Popen]:
+    def mounted(self, mountpoint: Path, *sources: str) -> Iterator[subprocess.Popen | ZygoteProcess]:
         """This node's own ``datahub mount`` daemon for the duration of the block; always unmounted."""
         mountpoint.mkdir(parents=True, exist_ok=True)
         log = open(self.root / f"mount-{mountpoint.name}.log", "ab")  # noqa: SIM115 - closed below
-        cmd = [*FUSE, "--config", str(self.config_path)]
-        proc = self.host.popen(
-            [*cmd, "mount", str(mountpoint), *sources, "--foreground"], log=log, env=self.env
-        )
+        argv = ["--config", str(self.config_path), "mount", str(mountpoint), *sources, "--foreground"]
+        proc = self.host.popen_module(FUSE_MODULE, argv, log=log, env=self.env)  # a zygote fork
         try:
             # ready as `--background` is: mounted AND its record written (tests/fuse/conftest.py)
             home = load_config(self.config_path, env=self.env).home_path
@@ -109,14 +125,14 @@ class Cluster:
     moto_log: Path
     ceph_env: dict
     token: str
-    serve_cmd: list[str]
+    serve_args: list[str]  # ``datahub ARGS`` of the service (``serve ...``)
     serve_env: dict
-    serve_proc: subprocess.Popen | None = None
+    serve_proc: subprocess.Popen | ZygoteProcess | None = None
 
     def start_service(self) -> None:
         """Start ``datahub serve`` on the service host and wait until it accepts connections."""
         log = open(self.root / "service.log", "ab")  # noqa: SIM115 - lives as long as the process
-        self.serve_proc = self.service.popen(self.serve_cmd, log=log, env=self.serve_env)
+        self.serve_proc = self.service.popen_module(CLI_MODULE, self.serve_args, log=log, env=self.serve_env)
         wait_for_tcp(self.service, API_PORT)
 
     def kill_service(self) -> None:
@@ -132,7 +148,7 @@ class Cluster:
             f"s3 = boto3.client('s3', endpoint_url='http://{self.storage.addr}:{S3_PORT}', "
             f"aws_access_key_id='{KEY}', aws_secret_access_key='{KEY}', region_name='us-east-1')\n"
         )
-        return self.storage.run([sys.executable, "-c", prelude + code]).stdout
+        return self.storage.run_module("-c", [prelude + code]).stdout
 
     def origin_gets(self) -> int:
         """GETs of objects in the origin bucket, as moto logged them (counted at the server; a
@@ -294,10 +310,10 @@ def build_cluster(
 
         svc_home = service_home or root / "service"
         svc_env = {k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}
-        svc_cli = [*DATAHUB, "--home", str(svc_home)]
-        service.run([*svc_cli, "init"], env=svc_env)
-        out = service.run(
-            [*svc_cli, "token", "create", "--principal", "cluster", "--admin"], env=svc_env
+        svc_cli = ["--home", str(svc_home)]  # ``datahub`` run as CLI_MODULE (``Host.run_module``)
+        service.run_module(CLI_MODULE, [*svc_cli, "init"], env=svc_env)
+        out = service.run_module(
+            CLI_MODULE, [*svc_cli, "token", "create", "--principal", "cluster", "--admin"], env=svc_env
         ).stdout
         token = re.search(r"dh_[A-Za-z0-9_\-]+", out).group(0)
         serve = [*svc_cli, "serve", "--auth", "--host", service.addr, "--port", str(API_PORT), "--no-labelx"]

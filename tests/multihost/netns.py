@@ -24,6 +24,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,7 +32,11 @@ from pathlib import Path
 from typing import IO
 
 from datahub.procs import pid_alive
+from tests import zygote
+from tests.zygote import ZygoteProcess
 
+REPO = Path(__file__).resolve().parents[2]
+IN_HOST = "tests.multihost.in_host"  # ``python -m`` of it: MODULE run in a host's namespace
 PREFIX = "dhmh-"
 SUBNET = "10.213.0"  # hosts are SUBNET.<n>/24; nothing here leaves 10.213.0.0/16
 _NAME = re.compile(rf"^{PREFIX}(\d+)-[0-9a-f]+-")
@@ -84,7 +89,7 @@ class Host:
     name: str  # short, e.g. "storage"
     netns: str
     addr: str
-    procs: list[subprocess.Popen] = field(default_factory=list)
+    procs: list[subprocess.Popen | ZygoteProcess] = field(default_factory=list)
 
     def argv(self, cmd: Sequence[str]) -> list[str]:
         """``cmd`` run inside this host's network namespace (root mount namespace kept)."""
@@ -103,6 +108,52 @@ class Host:
     def popen(self, cmd: Sequence[str], *, log: IO[bytes], env: dict | None = None) -> subprocess.Popen:
         """Start a long-running process on this host; it is killed when the network is torn down."""
         proc = subprocess.Popen(self.argv(cmd), stdout=log, stderr=subprocess.STDOUT, env=env)
+        self.procs.append(proc)
+        return proc
+
+    def module_argv(self, module: str, args: Sequence[str]) -> list[str]:
+        """``python -m MODULE ARGS`` run inside this host's network namespace (``-c``: ARGS[0]
+        is code, as ``python -c``), by tests/multihost/in_host.py."""
+        return [sys.executable, "-m", IN_HOST, self.netns, module, *args]
+
+    def run_module(
+        self,
+        module: str,
+        args: Sequence[str],
+        *,
+        env: dict | None = None,
+        timeout: float = 120,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess:
+        """``run`` of ``python -m MODULE ARGS`` with the environment ``env`` (None: this process's): a fork of this
+        process's pre-imported zygote (tests/zygote.py) that joins this host's network, not a
+        fresh interpreter (~0.5 CPU-s of imports each); a fresh one where the zygote cannot
+        serve (``DATAHUB_TEST_ZYGOTE=0``)."""
+        res = zygote.run(self.module_argv(module, args), timeout=timeout, cwd=REPO, env=env)
+        if check and res.returncode != 0:
+            raise AssertionError(
+                f"[{self.name}] python -m {module} {' '.join(args)} exited {res.returncode}:\n"
+                f"{res.stderr[-3000:]}"
+            )
+        return res
+
+    def popen_module(
+        self, module: str, args: Sequence[str], *, log: IO[bytes], env: dict
+    ) -> subprocess.Popen | ZygoteProcess:
+        """``popen`` of ``python -m MODULE ARGS`` with the environment ``env`` (stdout and stderr
+        to ``log``): a fork of the zygote as in ``run_module``; killed when the network is torn
+        down, as ``popen``'s processes are."""
+        cmd = self.module_argv(module, args)
+        env = dict(env)
+        # tests/zygote.py's ``popen`` hands the child this process's environment; a node's is
+        # its own (its token, its Ceph client): the zygote's ``spawn`` takes it whole
+        fork_of = zygote._zygote_for(cmd, env)
+        if fork_of is None:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+        else:
+            with contextlib.ExitStack() as stack:
+                stdin = zygote._fd_or_devnull(0, stack)
+                proc = fork_of.spawn(cmd, env, str(REPO), [stdin, log.fileno(), log.fileno()])
         self.procs.append(proc)
         return proc
 

@@ -132,7 +132,7 @@ def test_service_restart_during_an_epoch_on_b(cluster: Cluster) -> None:
             cluster.kill_service()
             cluster.start_service()  # listening, but not reachable yet
             log = open(cluster.root / "b-log-during-reboot.out", "w+b")  # noqa: SIM115
-            call = cluster.b.host.popen([*cluster.b.cli_argv("log", "epoch")], log=log, env=cluster.b.env)
+            call = cluster.b.popen_cli("log", "epoch", log=log)
             time.sleep(1.0)  # let the call start while the host is away (not a timing assertion)
         finally:
             cluster.service.link(up=True)

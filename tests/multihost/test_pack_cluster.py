@@ -38,6 +38,7 @@ from datahub.pack.layout import KIND_IMAGE, decode_sample
 from datahub.pack.shard import ShardReader
 from tests.multihost.conftest import ORIGIN_BUCKET, Cluster, Node
 from tests.multihost.test_cluster import upload
+from tests.zygote import ZygoteProcess
 
 pytestmark = [pytest.mark.netns]
 
@@ -69,8 +70,7 @@ def task_table(node: Node, job: str) -> list[dict]:
         "print(json.dumps([dataclasses.asdict(t) for t in q.tasks(sys.argv[2])]))\n"
     )
     url = tomllib.loads(node.config_path.read_text())["catalog_url"]  # the service host's API
-    argv = [sys.executable, "-c", code, url, job]
-    return json.loads(node.host.run(argv, env=node.env).stdout)
+    return json.loads(node.host.run_module("-c", [code, url, job], env=node.env).stdout)
 
 
 @contextlib.contextmanager
@@ -129,7 +129,9 @@ def json_docs(text: str) -> list:
     return docs
 
 
-def freeze_mid_task(node: Node, proc: subprocess.Popen, job: str, guard: float = 120.0) -> tuple[int, float]:
+def freeze_mid_task(
+    node: Node, proc: subprocess.Popen | ZygoteProcess, job: str, guard: float = 120.0
+) -> tuple[int, float]:
     """SIGSTOP ``proc`` (a pack-worker on ``node``) while it writes a shard.
 
     Returns the task's index and its ``lease_until`` as the task table showed it then (a
@@ -139,7 +141,7 @@ def freeze_mid_task(node: Node, proc: subprocess.Popen, job: str, guard: float =
     task table confirms, through the API, that the task is DOING under its name. If it was
     between tasks after all, it is resumed and watched again.
     """
-    worker = f"{socket.gethostname()}:{proc.pid}"  # nsenter --net execs: the worker keeps this pid
+    worker = f"{socket.gethostname()}:{proc.pid}"  # a zygote fork (or nsenter's exec): the worker's own pid
     scratch = node.root / "var" / "pack" / "scratch"
     deadline = time.monotonic() + guard
     while True:
@@ -176,10 +178,11 @@ def plan_on_a(cluster: Cluster, target: str) -> tuple[str, int]:
     return plan["job"], plan["tasks"]
 
 
-def start_worker(node: Node, job: str, log: Path, lease: str) -> tuple[subprocess.Popen, IO[bytes]]:
+def start_worker(
+    node: Node, job: str, log: Path, lease: str
+) -> tuple[subprocess.Popen | ZygoteProcess, IO[bytes]]:
     fh = open(log, "w+b")  # noqa: SIM115 - closed by the caller
-    argv = node.cli_argv("--json", "pack-worker", "--job", job, "--lease", lease)
-    return node.host.popen(argv, log=fh, env=node.env), fh
+    return node.popen_cli("--json", "pack-worker", "--job", job, "--lease", lease, log=fh), fh
 
 
 def finish_on_b(
