@@ -50,6 +50,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import zygote
 from tests.doc_commands import (
     HISTORY,
     PARSED,
@@ -66,6 +67,25 @@ from tests.doc_commands import (
 )
 
 # ---------------------------------------------------------------- checks
+
+
+def cli_env(**env: str) -> dict[str, str]:
+    """``env`` plus this process's ``PYTHON*`` variables (``PYTHONPATH`` aside): a run that
+    names only ``PATH`` and ``HOME`` then still fits the worker's zygote (tests/zygote.py,
+    ``Zygote.fits``), whose fork starts with the interpreter's imports done."""
+    python = {k: v for k, v in os.environ.items() if k.startswith("PYTHON") and k != "PYTHONPATH"}
+    return {**python, **env}
+
+
+def run_cli(
+    args: tuple[str, ...] | list[str], *, env: dict[str, str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess:
+    """``datahub ARGS``: the console script's ``main`` (``python -m datahub.cli.main``) in a fork
+    of the worker's pre-imported interpreter, as tests/cli runs it; the console script itself
+    is run by ``test_the_cheap_commands_the_docs_show_run``. Each CLI start was ~0.3-0.5 CPU-s
+    of imports, ~30 of them in this module."""
+    cmd = [sys.executable, "-m", "datahub.cli.main", *args]
+    return zygote.run(cmd, timeout=timeout, env=env, cwd=cwd)
 
 
 def test_every_placeholder_in_angle_brackets_is_in_the_table() -> None:
@@ -410,12 +430,9 @@ def test_the_read_only_commands_the_docs_show_run_on_a_new_home(tmp_path: Path) 
         if rest in READ_ONLY:
             runs.setdefault((*rest, *(["--json"] if "--json" in words else [])), c.shown.where)
     assert {("cache", "stats"), ("cache", "stats", "--json"), ("dataset", "list")} <= set(runs), runs
-    datahub = Path(sys.executable).parent / "datahub"
-    env = {"PATH": f"{datahub.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = cli_env(PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", HOME=str(tmp_path))
     for argv in [("init",), *sorted(runs)]:
-        done = subprocess.run(
-            [datahub, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-        )
+        done = run_cli(argv, env=env, cwd=tmp_path, timeout=120)
         where = runs.get(argv, "first")
         assert done.returncode == 0, f"{where}: datahub {' '.join(argv)} -> {done.returncode}: {done.stderr}"
         assert "Traceback" not in done.stderr, done.stderr
@@ -423,7 +440,7 @@ def test_the_read_only_commands_the_docs_show_run_on_a_new_home(tmp_path: Path) 
             json.loads(done.stdout)
 
 
-@pytest.mark.slow  # about 17 CLI processes: 80 s on a loaded 2-core machine
+@pytest.mark.slow  # about 17 CLI runs (forks of the zygote): 80 s on a loaded machine as processes
 def test_the_cache_commands_block_runs_as_written(tmp_path: Path) -> None:
     """docs/cache.md's command block, every line and each of its ``[...]`` forms, in order, on
     a home whose ``imagenet`` has a v3 (three imports of a local directory that changes).
@@ -433,13 +450,10 @@ def test_the_cache_commands_block_runs_as_written(tmp_path: Path) -> None:
         ("cache", "stats"),
         ("prefetch", "imagenet@v3"),
     ]
-    datahub = Path(sys.executable).parent / "datahub"
-    env = {"PATH": f"{datahub.parent}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    env = cli_env(PATH=f"{Path(sys.executable).parent}:/usr/bin:/bin", HOME=str(tmp_path))
 
     def run(*args: str) -> str:
-        done = subprocess.run(
-            [datahub, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
-        )
+        done = run_cli(args, env=env, cwd=tmp_path, timeout=300)
         assert done.returncode == 0 and "Traceback" not in done.stderr, (
             f"datahub {' '.join(args)}: {done.stderr}"
         )
@@ -499,11 +513,16 @@ def test_the_fuse_use_block_runs_as_written(tmp_path: Path, moto_endpoint) -> No
         )
         assert done.returncode == 0, f"{line}: {done.stdout}\n{done.stderr}"
 
+    def put_in_place(*args: str) -> None:  # not the block's lines: the CLI on the zygote (run_cli)
+        done = run_cli(args, env=cli_env(**shell_env), cwd=tmp_path, timeout=300)
+        assert done.returncode == 0, f"datahub {' '.join(args)}: {done.stdout}\n{done.stderr}"
+
     for n in (1, 2, 3):
         (tmp_path / "src" / "train").mkdir(parents=True, exist_ok=True)
         (tmp_path / "src" / "train" / f"{n}.txt").write_text(f"import {n}\n")
-        run(f"datahub import src --to imagenet -m 'import {n}'")
-    run("datahub import src --to coco && datahub tag coco best 1")
+        put_in_place("import", "src", "--to", "imagenet", "-m", f"import {n}")
+    put_in_place("import", "src", "--to", "coco")
+    put_in_place("tag", "coco", "best", "1")
 
     mnt = tmp_path / "mnt"
     lines = [
