@@ -201,7 +201,7 @@ class AccountRecords:
         ends, {}) when refused (nothing counted), else (0, the lock each key now has).
 
         Counted before the password is checked, in one immediate transaction: the rows are
-        shared by every process on this labelx.db (``datahub serve --workers N``), so attempts
+        shared by every process on this labelx.db (``datahub serve --workers 4``), so attempts
         sent in parallel, to one worker or several, are each counted and the one past the
         allowance locks out those after it; checked first and counted after the slow scrypt,
         they all passed the check. ``lock_for(kind, failures)``: seconds locked after that many.
