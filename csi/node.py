@@ -699,9 +699,14 @@ class NodeService:
             if p is None:  # already unpublished (or never): make sure nothing of ours is left
                 if os.path.islink(target) or self._within_ours(target):  # never published there
                     return  # (publish refuses them): nothing to undo, and nothing of another to touch
+                # the directory goes only with a leftover of ours (a crash cut a publish short):
+                # any other is another pod's (an empty emptyDir, another driver's target not yet
+                # mounted), and its removal detached it from that pod's containers (caller43)
+                ours = is_mounted(target) or self._volume_dir(target).exists()
                 mounts.unmount(target, lazy=mounts.health(target) == "broken")
                 self._forget_leftover(target)
-                _remove_dir(target)
+                if ours:
+                    _remove_dir(target)
                 return
             if p.volume_id != volume_id:
                 raise NotFound(
@@ -715,16 +720,16 @@ class NodeService:
                 )
             if not p.owns_process:  # a bind of a staged volume: the others bound from it keep reading
                 mounts.unmount(target, lazy=mounts.health(target) != "ok")
+                _remove_dir(target)  # while recorded: a retry after a crash here still finds it ours
                 self._put(None, target)
-                _remove_dir(target)
                 log.info("unpublished %s from %s (staged at %s)", volume_id, target, p.staging_path)
                 return
             if not p.unpublishing:
                 p.unpublishing = True  # recorded first: the supervisor must not remount it meanwhile
                 self._put(p, target)
             mounts.unmount(target, lazy=mounts.health(target) != "ok")
+            _remove_dir(target)  # while recorded: a retry after a crash here still finds it ours
             outcome = self._stop_volume(p)
-            _remove_dir(target)
             log.info("unpublished %s from %s (%s)", volume_id, target, outcome)
 
     def _refuse_foreign(self, target: str, volume_id: str, p: Published | None = None) -> None:

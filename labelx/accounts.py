@@ -259,21 +259,47 @@ class AccountRecords:
                 (kind, excess),
             )
 
-    def end_sign_in(self, locks: dict[tuple[str, str], float], reset: tuple[str, str]) -> None:
-        """A sign-in that ``begin_sign_in`` counted succeeded: ``reset`` (the account) starts
-        from zero; every other key (the address) gets its attempt back, and the lock that
-        attempt set if it is still the key's. Why not reset the address: one account's owner
-        signing in would wipe the count of guesses from that address at everyone else's."""
+    def end_sign_in(
+        self, locks: dict[tuple[str, str], float], reset: tuple[str, str], pair: tuple[str, str] | None = None
+    ) -> None:
+        """A sign-in that ``begin_sign_in`` counted succeeded: ``reset`` (the account) and
+        ``pair`` (the account from this address) start from zero, and ``pair`` is remembered
+        as an address the account signs in from (``signed_in_from``); every other key (the
+        address) gets its attempt back, and the lock that attempt set if it is still the key's.
+        Why not reset the address: one account's owner signing in would wipe the count of
+        guesses from that address at everyone else's."""
+        now = self.clock()
         with self._write() as db:
             db.execute("DELETE FROM sign_in_failures WHERE kind=? AND key=?", reset)
+            if pair is not None:
+                db.execute("DELETE FROM sign_in_failures WHERE kind=? AND key=?", pair)
+                self._make_room(db, "known", 0.0, now, self._known_cap)
+                db.execute(
+                    "INSERT INTO sign_in_failures(kind, key, failures, last_at, locked_until) "
+                    "VALUES('known', ?, 0, ?, 0) ON CONFLICT(kind, key) DO UPDATE SET last_at=excluded.last_at",
+                    (pair[1], now),
+                )
             for (kind, key), lock in locks.items():
-                if (kind, key) == reset:
+                if (kind, key) in (reset, pair):
                     continue
                 db.execute(
                     "UPDATE sign_in_failures SET failures=MAX(failures - 1, 0), locked_until="
                     "CASE WHEN locked_until=? THEN last_at ELSE locked_until END WHERE kind=? AND key=?",
                     (lock, kind, key),
                 )
+
+    _known_cap = 10_000  # addresses remembered for sign-ins, all accounts together (least recent go)
+
+    def signed_in_from(self, pair: str, within: float) -> bool:
+        """Whether the account signed in from the address ``pair`` names (``labelx.auth.
+        pair_key``) in the last ``within`` seconds: such an address is not held to the
+        account's own count of failures (``labelx.auth.SignInThrottle``)."""
+        row = (
+            self._conn()
+            .execute("SELECT last_at FROM sign_in_failures WHERE kind='known' AND key=?", (pair,))
+            .fetchone()
+        )
+        return row is not None and row[0] >= self.clock() - within
 
     def sign_in_failures(self, kind: str) -> int:
         """How many counts of ``kind`` (``account``, ``address``) are kept (tests, diagnostics)."""

@@ -7,8 +7,10 @@
 - CSRF: a synchronizer token per session, handed to the page and required in the
   ``X-CSRF-Token`` header of every state-changing request. The login form (no session yet)
   uses a double-submit token: the cookie and the form field must match.
-- Failed sign-ins are throttled (``SignInThrottle``): per account name and per client
-  address, a growing lock-out answered 429 ``too_many_attempts`` with ``Retry-After``.
+- Failed sign-ins are throttled (``SignInThrottle``): per account name, per client address
+  and per pair of the two, a growing lock-out answered 429 ``too_many_attempts`` with
+  ``Retry-After``; an address the account signed in from lately is held to the pair's count,
+  not the name's, so a guesser elsewhere does not lock the owner out.
 - API tokens for scripts: ``lx_<random>`` sent as ``Authorization: Bearer``; stored hashed.
   Bearer requests carry no cookie, so they need no CSRF token.
 """
@@ -90,28 +92,37 @@ def client_address(host: str | None) -> str:
 
 @dataclass
 class SignInThrottle:
-    """How many failed password checks an account name and a client address may have before
-    they are locked out, and for how long (docs/labelx.md, "Sign-in throttling").
+    """How many failed password checks an account name, a client address and the pair of the
+    two may have before they are locked out, and for how long (docs/labelx.md, "Sign-in
+    throttling").
 
-    The first ``account_free`` failures of a name (``address_free`` of an address) cost
-    nothing; each one after locks it for ``base`` seconds, doubled each time up to ``longest``.
-    A lock refuses every attempt, a right password too, unchecked: a success during it would
-    tell the attacker the guess was right. A success resets the name's count and gives the
-    address its attempt back. A count with no lock left is forgotten ``forget`` seconds after
-    its last failure. Every name typed is counted, an account or not, so a 429 never tells
-    whether one exists. The counts are in labelx.db, beside the sessions (``AccountRecords.
-    begin_sign_in``), so every worker process shares them; at most ``cap`` of each kind are
-    kept (plus one per account)."""
+    The first ``account_free`` failures of a name, or of a (name, address) pair, and the first
+    ``address_free`` of an address, cost nothing; each one after locks it for ``base`` seconds,
+    doubled each time up to ``longest``. A lock refuses every attempt, a right password too,
+    unchecked: a success during it would tell the attacker the guess was right. A success
+    resets the name's and the pair's counts and gives the address its attempt back. A count
+    with no lock left is forgotten ``forget`` seconds after its last failure. Every name typed
+    is counted, an account or not, so a 429 never tells whether one exists.
+
+    Why the pair (caller43): counted per name only, anyone guessing one account's password
+    locked its owner out for up to 15 minutes at a time, from everywhere, for as long as they
+    kept guessing. Now an address this account signed in from within ``trusted`` seconds is
+    held to the pair's count (and the address's) only, never to the name's: the owner at their
+    desk keeps signing in while someone elsewhere guesses. Every other address is held to the
+    name's count too, so guesses spread over many addresses stay as slow as before. The counts
+    are in labelx.db, beside the sessions (``AccountRecords.begin_sign_in``), so every worker
+    process shares them; at most ``cap`` of each kind are kept (plus one per account)."""
 
     account_free: int = 5
     address_free: int = 20
     base: float = 1.0
     longest: float = 900.0
     forget: float = 24 * 3600.0
+    trusted: float = 30 * 24 * 3600.0
     cap: int = 10_000
 
     def lock_for(self, kind: str, failures: int) -> float:
-        over = failures - (self.account_free if kind == "account" else self.address_free)
+        over = failures - (self.address_free if kind == "address" else self.account_free)
         return 0.0 if over <= 0 else min(self.base * 2 ** min(over - 1, 40), self.longest)
 
 
@@ -121,6 +132,7 @@ class Attempt:
 
     account: tuple[str, str]
     locks: dict[tuple[str, str], float] = field(default_factory=dict)
+    pair: tuple[str, str] | None = None
 
 
 def account_key(name: str) -> tuple[str, str]:
@@ -130,6 +142,11 @@ def account_key(name: str) -> tuple[str, str]:
     return ("account", name if len(name) <= 256 else "sha256:" + sha256(name))
 
 
+def pair_key(name: str, address: str | None) -> str:
+    """The key of one account name typed from one client address (``client_address``)."""
+    return account_key(name)[1] + "\n" + client_address(address)
+
+
 class Auth:
     def __init__(self, store: LabelStore, throttle: SignInThrottle | None = None) -> None:
         self.store = store
@@ -137,12 +154,15 @@ class Auth:
 
     def attempt(self, name: str, address: str | None) -> Attempt:
         """Count a password check for ``name`` from ``address`` before it is made; raise
-        TooManyAttempts (429) instead while either is locked out."""
+        TooManyAttempts (429) instead while the pair, the address or (from an address the
+        account has not signed in from lately) the name is locked out."""
         account = account_key(name)
+        pair = ("pair", pair_key(name, address))
         t = self.throttle
-        wait, locks = self.store.begin_sign_in(
-            [account, ("address", client_address(address))], t.lock_for, t.forget, t.cap
-        )
+        keys = [pair, ("address", client_address(address))]
+        if not self.store.signed_in_from(pair[1], t.trusted):
+            keys.append(account)
+        wait, locks = self.store.begin_sign_in(keys, t.lock_for, t.forget, t.cap)
         if wait > 0:
             seconds = max(1, math.ceil(wait))
             raise TooManyAttempts(
@@ -151,11 +171,12 @@ class Auth:
                 "runs: `datahub labelx set-password NAME`)",
                 retry_after=seconds,
             )
-        return Attempt(account, locks)
+        return Attempt(account, locks, pair)
 
     def succeeded(self, attempt: Attempt) -> None:
-        """The password was right: the account's count starts again (``end_sign_in``)."""
-        self.store.end_sign_in(attempt.locks, attempt.account)
+        """The password was right: the account's and the pair's counts start again, and the
+        pair's address is one this account signs in from (``end_sign_in``)."""
+        self.store.end_sign_in(attempt.locks, attempt.account, attempt.pair)
 
     def login(self, name: str, password: str, address: str | None = None) -> tuple[str, str]:
         """Return (session id, csrf token); Unauthenticated on a bad name or password,

@@ -7,6 +7,7 @@ repeat authentication or access checks themselves.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, Path, Request
@@ -17,7 +18,7 @@ from datahub.api.schemas import NAME_SHAPE
 from datahub.api.tokens import lookup_token
 from datahub.catalog.model import Dataset
 from datahub.config import Config
-from datahub.errors import Unauthenticated
+from datahub.errors import AccessDenied, DatahubError, DatasetNotFound, Unauthenticated
 
 
 class Services:
@@ -73,8 +74,12 @@ def get_principal(request: Request, services: ServicesDep) -> Principal:
     the caller itself, to save a thread-pool hop per request) looks the token up once.
     """
     known = getattr(request.state, "principal", None)
-    if known is not None:
+    if known is not None and not getattr(request.state, "principal_before_body", False):
         return known
+    if known is not None:
+        # found by early_auth when the request arrived: its body took up to api.body_read_timeout
+        # to come, and a token revoked meanwhile must not commit it (caller43), so once more now
+        request.state.principal_before_body = False
     request.state.principal = principal = authenticate(request.headers.get("authorization", ""), services)
     return principal
 
@@ -125,3 +130,31 @@ def get_lineage_view(request: Request, services: ServicesDep) -> LineageView:
 
 
 LineageDep = Annotated[LineageView, Depends(get_lineage_view)]
+
+
+StillAllowed = Callable[[], DatahubError | None]
+
+
+def still_allowed(request: Request, name: NamePath, services: ServicesDep) -> StillAllowed:
+    """A check a streamed answer makes before each chunk it sends: the error that ends the
+    stream if the caller's token was revoked, or their role on dataset ``name`` taken away,
+    since the request was answered; None while they may still read it.
+
+    Why: the token and the role were checked once, when the stream started. An export, a
+    diff or a remote listing of a large version streams for minutes (10^7 records), and went
+    on to its end for a token ``datahub token revoke`` had ended, or a reader removed from the
+    access list (caller43). Each check is a token lookup and a dataset read per chunk
+    (``ndjson_lines``: about 256 KiB), never per record."""
+    authorization = request.headers.get("authorization", "")
+
+    def check() -> DatahubError | None:
+        try:
+            require(authenticate(authorization, services), services.catalog.get_dataset(name), "reader")
+        except (Unauthenticated, DatasetNotFound, AccessDenied) as exc:
+            return exc
+        return None
+
+    return check
+
+
+StreamGuard = Annotated[StillAllowed, Depends(still_allowed)]

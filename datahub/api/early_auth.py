@@ -8,8 +8,9 @@ requests that declared large bodies and sent nothing: every node's commit and wr
 renewal got 503 for as long as it kept doing so, and a node that cannot renew its lease for
 its ttl fences (its workspace's writes fail with EIO) (review22b). Now, outside local mode, a
 request to ``/v1/`` that carries a body is answered 401 at once, body unread, unless its
-bearer token is valid; the caller found is kept for the route (``request.state.principal``), so
-the token is looked up once. Requests elsewhere (the browser's sign-in form, LabelX, which
+bearer token is valid; the caller found is kept for the route (``request.state.principal``),
+which looks the token up once more when the body has arrived (``deps.get_principal``): a token
+revoked while the body came must not write it (caller43). Requests elsewhere (the browser's sign-in form, LabelX, which
 authenticate callers of their own) are marked as not proven, and the body limits hold their
 bodies in a budget of their own (``api.max_body_bytes``), never the API's.
 """
@@ -58,6 +59,8 @@ class CallerBeforeBody:
 
                 await response(scope, no_body, send)
                 return
-            scope.setdefault("state", {})["principal"] = principal
+            state = scope.setdefault("state", {})
+            state["principal"] = principal
+            state["principal_before_body"] = True  # the route looks it up once more, body read (deps.py)
             scope[PROVEN] = True
         await self.app(scope, receive, send)

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Query
 from fastapi.responses import StreamingResponse
 
-from datahub.api.deps import ReadableDataset, ServicesDep
+from datahub.api.deps import ReadableDataset, ServicesDep, StreamGuard
 from datahub.api.routes.pagination import (
     NDJSON,
     at_version,
@@ -49,6 +49,7 @@ def _seq(catalog, dataset: str, ref: str) -> int:
 def diff(
     dataset: ReadableDataset,
     services: ServicesDep,
+    guard: StreamGuard,
     from_ref: Annotated[
         str,
         Query(alias="from", description="older version: number, tag or latest", json_schema_extra=REF_SHAPE),
@@ -76,7 +77,7 @@ def diff(
         after = "" if format == "ndjson" else after
     entries = catalog.diff(dataset.name, from_seq, to_seq, prefix=prefix, start_after=after)
     if format == "ndjson":
-        return StreamingResponse(ndjson_lines(entries, diff_public), media_type=NDJSON)
+        return StreamingResponse(ndjson_lines(entries, diff_public, still_allowed=guard), media_type=NDJSON)
     items, next_cursor = page(
         entries, limit, key=lambda e: at_version(from_seq, at_version(to_seq, e.key)), listing=listing
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
 import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
@@ -24,7 +25,7 @@ from typing import Any, TypeVar
 from fastapi import Response
 from pydantic import BaseModel
 
-from datahub.errors import InvalidInput
+from datahub.errors import DatahubError, InvalidInput
 from datahub.validation import MAX_KEY_BYTES
 
 T = TypeVar("T")
@@ -134,18 +135,40 @@ def page(
 
 
 def ndjson_lines(
-    rows: Iterable[Any], convert: Callable[[Any], Any], chunk_bytes: int = 256 * 1024
+    rows: Iterable[Any],
+    convert: Callable[[Any], Any],
+    chunk_bytes: int = 256 * 1024,
+    still_allowed: Callable[[], DatahubError | None] | None = None,
 ) -> Iterator[bytes]:
     """NDJSON in chunks of about ``chunk_bytes``: one chunk per row would cost a thread hop and
-    an HTTP chunk per record (measured 80x slower than the catalog listing)."""
+    an HTTP chunk per record (measured 80x slower than the catalog listing).
+
+    ``still_allowed`` (``deps.still_allowed``) is asked before each chunk: once the caller may
+    no longer read (token revoked, role removed), the stream ends with one line
+    ``{"error": {code, message, details}}``, the shape of every error answer, and no more rows."""
     buffer: list[str] = []
     size = 0
+
+    def chunk() -> tuple[bytes, bool]:
+        refused = still_allowed() if still_allowed is not None else None
+        if refused is not None:
+            return (stream_error(refused) + "\n").encode(), False
+        return "".join(buffer).encode(), True
+
     for row in rows:
         line = convert(row).model_dump_json() + "\n"
         buffer.append(line)
         size += len(line)
         if size >= chunk_bytes:
-            yield "".join(buffer).encode()
+            data, go_on = chunk()
+            yield data
+            if not go_on:
+                return
             buffer, size = [], 0
     if buffer:
-        yield "".join(buffer).encode()
+        yield chunk()[0]
+
+
+def stream_error(exc: DatahubError) -> str:
+    """The line that ends a stream whose caller lost access: the error body every refusal has."""
+    return json.dumps({"error": {"code": exc.code, "message": exc.message, "details": exc.details}})

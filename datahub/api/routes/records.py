@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 from fastapi.responses import StreamingResponse
 
-from datahub.api.deps import ReadableDataset, ServicesDep
+from datahub.api.deps import ReadableDataset, ServicesDep, StreamGuard
 from datahub.api.routes.pagination import (
     CURSOR_SHAPE,
     NDJSON,
@@ -75,14 +75,20 @@ def get_record(dataset: ReadableDataset, ref: RefPath, key: KeyPath, services: S
     responses={200: {"content": {NDJSON: {}}, "description": "one RecordPublic JSON object per line"}},
 )
 def export(
-    dataset: ReadableDataset, ref: RefPath, services: ServicesDep, prefix: Prefix = "", filter: Filter = None
+    dataset: ReadableDataset,
+    ref: RefPath,
+    services: ServicesDep,
+    guard: StreamGuard,
+    prefix: Prefix = "",
+    filter: Filter = None,
 ) -> StreamingResponse:
-    """Stream every record of the version in key order, one JSON object per line."""
+    """Stream every record of the version in key order, one JSON object per line; a caller who
+    loses access meanwhile gets an error line instead of the rest (``ndjson_lines``)."""
     catalog = services.catalog
     version = catalog.resolve(dataset.name, ref)  # errors before the stream starts
     rows = catalog.list_records(dataset.name, version.seq, prefix=prefix, where=filter)
     return StreamingResponse(
-        ndjson_lines(rows, record_public),
+        ndjson_lines(rows, record_public, still_allowed=guard),
         media_type=NDJSON,
         headers={"X-Datahub-Version": str(version.seq)},
     )

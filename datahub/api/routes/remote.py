@@ -23,7 +23,15 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ValidationError
 
 from datahub.api.access import creating, require_creatable
-from datahub.api.deps import LineageDep, PrincipalDep, ReadableDataset, ServicesDep, WritableDataset
+from datahub.api.deps import (
+    LineageDep,
+    PrincipalDep,
+    ReadableDataset,
+    ServicesDep,
+    StillAllowed,
+    StreamGuard,
+    WritableDataset,
+)
 from datahub.api.record_urls import commit_rule
 from datahub.api.remote_models import (
     CommitHeader,
@@ -61,11 +69,18 @@ Seq = Annotated[int, Query(ge=0, le=2**63 - 1)]
 
 
 def _ndjson(
-    rows: Iterable[Any], line: Callable[[Any], str] | None, header: str = "", chunk_bytes: int = 256 * 1024
+    rows: Iterable[Any],
+    line: Callable[[Any], str] | None,
+    header: str = "",
+    chunk_bytes: int = 256 * 1024,
+    still_allowed: StillAllowed | None = None,
 ) -> Iterator[bytes]:
     """Lines joined into chunks of about ``chunk_bytes``: one send per chunk, not per item.
     ``header`` (a JSON object naming the format, not counted) comes before the items;
-    ``line`` None: the rows are the lines already."""
+    ``line`` None: the rows are the lines already. ``still_allowed`` (``deps.still_allowed``)
+    is asked before each chunk: once the caller may no longer read, the listing stops there,
+    with no ``{"end": n}`` line, so the client takes it for a cut stream and asks again from
+    its last key, which the server answers with the error itself (401, or 404 as missing)."""
     buffer: list[str] = [header] if header else []
     size = count = 0
     for text in rows if line is None else map(line, rows):
@@ -73,19 +88,28 @@ def _ndjson(
         size += len(text)
         count += 1
         if size >= chunk_bytes:
+            if still_allowed is not None and still_allowed() is not None:
+                return
             yield ("\n".join(buffer) + "\n").encode()
             buffer, size = [], 0
+    if still_allowed is not None and still_allowed() is not None:
+        return
     buffer.append(EndOfListing(end=count).model_dump_json())
     yield ("\n".join(buffer) + "\n").encode()
 
 
-def stream_listing(rows: Iterator[Any], convert: Callable[[Any], BaseModel]) -> StreamingResponse:
+def stream_listing(
+    rows: Iterator[Any], convert: Callable[[Any], BaseModel], still_allowed: StillAllowed | None = None
+) -> StreamingResponse:
     """An NDJSON listing of ``convert(row)`` models."""
-    return stream_lines(rows, lambda row: convert(row).model_dump_json())
+    return stream_lines(rows, lambda row: convert(row).model_dump_json(), still_allowed=still_allowed)
 
 
 def stream_lines(
-    rows: Iterator[Any], line: Callable[[Any], str] | None, header: str = ""
+    rows: Iterator[Any],
+    line: Callable[[Any], str] | None,
+    header: str = "",
+    still_allowed: StillAllowed | None = None,
 ) -> StreamingResponse:
     """An NDJSON listing of ``line(row)`` (one JSON value, no newline; the row itself if
     ``line`` is None) per row, after ``header``."""
@@ -99,7 +123,7 @@ def stream_lines(
         yield from first
         yield from rows
 
-    return StreamingResponse(_ndjson(chained(), line, header), media_type=NDJSON)
+    return StreamingResponse(_ndjson(chained(), line, header, still_allowed=still_allowed), media_type=NDJSON)
 
 
 # Record rows are the hot path of every remote listing (10^7 records for a large version):
@@ -171,9 +195,13 @@ def head(dataset: ReadableDataset, services: ServicesDep) -> HeadPublic:
 
 
 @router.get("/{name}/versions", response_class=StreamingResponse, responses=_LISTING)
-def list_versions(dataset: ReadableDataset, services: ServicesDep, view: LineageDep) -> StreamingResponse:
+def list_versions(
+    dataset: ReadableDataset, services: ServicesDep, view: LineageDep, guard: StreamGuard
+) -> StreamingResponse:
     """Every version, newest first (VersionPublic lines)."""
-    return stream_listing(iter(services.catalog.log(dataset.name)), lambda v: version_public(view.version(v)))
+    return stream_listing(
+        iter(services.catalog.log(dataset.name)), lambda v: version_public(view.version(v)), guard
+    )
 
 
 @router.get("/{name}/versions/{seq}")
@@ -197,6 +225,7 @@ def set_tag(dataset: WritableDataset, tag: TagPath, body: TagTarget, services: S
 def list_records(
     dataset: ReadableDataset,
     services: ServicesDep,
+    guard: StreamGuard,
     seq: Seq,
     prefix: str = "",
     start_after: str = "",
@@ -209,19 +238,20 @@ def list_records(
         records = services.catalog.list_records(
             dataset.name, seq, prefix=prefix, start_after=start_after, limit=limit, where=filter
         )
-        return stream_lines(records, record_json, RECORDS_LINE)
+        return stream_lines(records, record_json, RECORDS_LINE, guard)
     check_prefix(prefix)
     version = services.catalog.resolve(dataset.name, seq)
     lines = services.catalog.store.list_record_json(
         dataset.name, version.seq, prefix=prefix, start_after=start_after, limit=limit
     )
-    return stream_lines(lines, None, RECORDS_LINE)
+    return stream_lines(lines, None, RECORDS_LINE, guard)
 
 
 @router.get("/{name}/directory", response_class=StreamingResponse, responses=_LISTING)
 def list_directory(
     dataset: ReadableDataset,
     services: ServicesDep,
+    guard: StreamGuard,
     seq: Seq,
     prefix: str = "",
     start_after: str = "",
@@ -233,7 +263,7 @@ def list_directory(
     entries = services.catalog.list_directory(
         dataset.name, seq, prefix=prefix, start_after=start_after, limit=limit
     )
-    return stream_lines(entries, _directory_line, DIRECTORY_LINE)
+    return stream_lines(entries, _directory_line, DIRECTORY_LINE, guard)
 
 
 def _directory_line(entry: Any) -> str:
@@ -258,12 +288,18 @@ def get_records(dataset: ReadableDataset, body: RecordsGet, services: ServicesDe
 
 @router.get("/{name}/diff", response_class=StreamingResponse, responses=_LISTING)
 def diff(
-    dataset: ReadableDataset, services: ServicesDep, a: Seq, b: Seq, prefix: str = "", start_after: str = ""
+    dataset: ReadableDataset,
+    services: ServicesDep,
+    guard: StreamGuard,
+    a: Seq,
+    b: Seq,
+    prefix: str = "",
+    start_after: str = "",
 ) -> StreamingResponse:
     """DIFF_HEADER, then one diff row per line from version ``a`` to ``b`` (0 = empty), in key
     order, from the first key above ``start_after``."""
     entries = services.catalog.diff(dataset.name, a, b, prefix=prefix, start_after=start_after)
-    return stream_lines(entries, diff_row, DIFF_LINE)
+    return stream_lines(entries, diff_row, DIFF_LINE, guard)
 
 
 @router.post("/{name}/commits", status_code=status.HTTP_201_CREATED)

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Response, status
+from fastapi import APIRouter, Depends, Path, Request, Response, status
 from fastapi.responses import StreamingResponse
 
 from datahub.api.access import Principal, can, require
-from datahub.api.deps import PrincipalDep, Services, ServicesDep
+from datahub.api.deps import PrincipalDep, Services, ServicesDep, authenticate
 from datahub.api.routes.pagination import NDJSON
 from datahub.api.routes.remote import stream_listing
 from datahub.api.task_models import (
@@ -45,7 +45,15 @@ from datahub.api.task_models import (
     job_public,
     task_public,
 )
-from datahub.errors import AccessDenied, DatasetNotFound, JobNotFound, job_not_found
+from datahub.errors import (
+    AccessDenied,
+    DatahubError,
+    DatasetNotFound,
+    JobNotFound,
+    NotFound,
+    Unauthenticated,
+    job_not_found,
+)
 
 # Not in the public OpenAPI: the wire contract of datahub.tasks.http, held by the task-queue
 # conformance suite run over a real server (docs/api.md, "Remote store").
@@ -205,5 +213,17 @@ def retry_failed(job: JobPath, services: ServicesDep, principal: AdminDep) -> Re
         200: {"content": {NDJSON: {}}, "description": 'TaskPublic lines in index order, then {"end": n}'}
     },
 )
-def tasks(job: JobPath, services: ServicesDep, principal: ReaderDep) -> StreamingResponse:
-    return stream_listing(iter(services.tasks.tasks(job)), task_public)
+def tasks(request: Request, job: JobPath, services: ServicesDep, principal: ReaderDep) -> StreamingResponse:
+    """The job's tasks; like the remote listings (``deps.still_allowed``), the listing stops
+    without its ``{"end": n}`` line once the caller's token is revoked, or its role on the
+    job's datasets removed, while it streams (caller43)."""
+    authorization = request.headers.get("authorization", "")
+
+    def still_allowed() -> DatahubError | None:
+        try:
+            _may_work(services, authenticate(authorization, services), job, write=False)
+        except (Unauthenticated, AccessDenied, NotFound) as exc:
+            return exc
+        return None
+
+    return stream_listing(iter(services.tasks.tasks(job)), task_public, still_allowed)
