@@ -18,7 +18,7 @@ from datahub.catalog import Catalog, Record, RecordFilter
 from datahub.errors import BadImage, InvalidInput, ObjectChanged, RecordNotFound
 from datahub.pack.job import INDEX_FORMAT, INDEX_KEY
 from datahub.pack.layout import KIND_IMAGE, decode_sample
-from datahub.pack.shard import ShardReader
+from datahub.pack.shard import ShardReader, file_identity
 from datahub.torch._torch import Dataset, Sampler, image_tensor
 from datahub.torch.files import OPEN_BUFFER
 
@@ -237,17 +237,18 @@ class PackedDataset(Dataset):
                                f"{index.get('format')!r}); pack it with `datahub pack`", dataset=dataset)  # fmt: skip
         directory = Path(cache_dir)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        paths = [
-            _local_copy(
-                source,
-                catalog.get_record(dataset, version.seq, s["record"]),
-                directory,
-                f"{dataset}@v{version.seq}",
-            )
-            for s in index["shards"]
-        ]
-        made = cls(paths, [s["keys"] for s in index["shards"]], transform)
-        made.version = f"{dataset}@v{version.seq}"
+        name = f"{dataset}@v{version.seq}"
+        readers = []
+        for s in index["shards"]:
+            record = catalog.get_record(dataset, version.seq, s["record"])
+            path, st = _verified_copy(source, record, directory, name)
+            # bound to the copy verified here (packed43): see ShardReader
+            digest = record.checksum[7:] if record.checksum.startswith("sha256:") else ""
+            where = f"shard {record.key} of {name}"
+            readers.append(ShardReader(path, identity=file_identity(st), sha256=digest, where=where))
+        made = cls([r.path for r in readers], [s["keys"] for s in index["shards"]], transform)
+        made.readers = readers
+        made.version = name
         return made
 
     def __len__(self) -> int:
@@ -277,6 +278,13 @@ class PackedDataset(Dataset):
 
 
 def _local_copy(source: Any, record: Record, directory: Path, where: str = "this packed version") -> Path:
+    """``_verified_copy``'s path."""
+    return _verified_copy(source, record, directory, where)[0]
+
+
+def _verified_copy(
+    source: Any, record: Record, directory: Path, where: str = "this packed version"
+) -> tuple[Path, os.stat_result]:
     """Download one shard through the cache into ``directory`` (atomic), or reuse the copy there.
 
     A copy is reused only while its stamp (``NAME.lmdb.verified``: the record's checksum, URL,
@@ -293,7 +301,10 @@ def _local_copy(source: Any, record: Record, directory: Path, where: str = "this
     A copy whose stamp does not match is hashed again and, if it matches the record's sha256,
     stamped and kept; otherwise it is replaced with a warning naming the shard and ``where``.
     A record without a sha256 checksum cannot be checked locally: its copy is reused only while
-    its stamp (made when this code downloaded it) matches, and downloaded again otherwise."""
+    its stamp (made when this code downloaded it) matches, and downloaded again otherwise.
+
+    Returns the path and the stat of the file verified (its identity: a reader bound to it
+    reads that file, or another holding the same bytes, never one that replaced it since)."""
     name = (
         record.checksum.partition(":")[2]
         or hashlib.sha256(f"{record.url}\0{record.etag}".encode()).hexdigest()
@@ -307,12 +318,12 @@ def _local_copy(source: Any, record: Record, directory: Path, where: str = "this
         before = None
     if before is not None:
         if _read_stamp(stamp_path) == _stamp(before, record):
-            return path
+            return path, before
         if want and before.st_size == record.size and _file_sha256(path) == want:
             after = path.stat()
             if _stamp(after, record) == _stamp(before, record):  # not changed while hashed
                 _write_stamp(stamp_path, _stamp(after, record))
-                return path
+                return path, after
         log.warning(
             "shard %s of %s: the local copy %s does not match %s; downloading it again",
             record.key,
@@ -340,11 +351,12 @@ def _local_copy(source: Any, record: Record, directory: Path, where: str = "this
                 version=where,
             )
         os.replace(tmp, path)
-        _write_stamp(stamp_path, _stamp(os.fstat(fd), record))  # after the rename: it may set ctime
+        made = os.fstat(fd)  # after the rename: it may set ctime
+        _write_stamp(stamp_path, _stamp(made, record))
     finally:
         os.close(fd)
         tmp.unlink(missing_ok=True)
-    return path
+    return path, made
 
 
 def _stamp(st: os.stat_result, record: Record) -> dict[str, Any]:
