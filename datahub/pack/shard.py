@@ -225,7 +225,12 @@ class ShardReader:
 
     def _open(self) -> Any:
         if self._env is None or self._pid != os.getpid():
-            self._key, self._env = _ENVIRONMENTS.acquire(self.path, self._accept)
+            try:
+                self._key, self._env = _ENVIRONMENTS.acquire(self.path, self._accept)
+            except StorageError as exc:
+                if self.identity is None or not isinstance(exc.__cause__, FileNotFoundError):
+                    raise
+                raise self._changed("was removed after PackedDataset.open verified it") from exc
             self._pid = os.getpid()
         return self._env
 
@@ -239,12 +244,17 @@ class ShardReader:
         if self.sha256 and _fd_sha256(fd) == self.sha256:
             self.identity = found  # another copy of the same bytes (downloaded again)
             return
-        raise ObjectChanged(
-            f"{self.where}: the local copy {self.path} is no longer the file PackedDataset.open "
-            "verified (it was replaced or changed since) and does not hold the shard's bytes"
-            + (f" (sha256:{self.sha256})" if self.sha256 else "")
-            + "; open the dataset again with PackedDataset.open (it downloads the shard again) and "
-            "make the DataLoader from the new object",
+        raise self._changed(
+            "is no longer the file PackedDataset.open verified (it was replaced or changed since) "
+            "and does not hold the shard's bytes" + (f" (sha256:{self.sha256})" if self.sha256 else "")
+        )
+
+    def _changed(self, what: str) -> ObjectChanged:
+        """The error of a bound copy this process cannot read: which, what happened, what to do."""
+        return ObjectChanged(
+            f"{self.where}: the local copy {self.path} {what}; open the dataset again with "
+            "PackedDataset.open (it downloads the shard again) and make the DataLoader from the "
+            "new object",
             path=str(self.path),
             version=self.where,
         )

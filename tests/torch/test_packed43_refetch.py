@@ -122,3 +122,22 @@ def test_a_copy_downloaded_again_is_read_in_a_new_process(
         reader.path.unlink()
     _open(config, catalog, cache_dir)
     assert in_child(lambda: [ds[i] for i in range(N)] == want, timeout=120) == 0
+
+
+def test_a_copy_removed_after_open_is_a_clear_error_in_a_new_process(
+    config: Config, catalog: Catalog, tmp_path: Path
+) -> None:
+    ds = _open(config, catalog, tmp_path / "shards")
+    want = [ds[i] for i in range(N)]
+    path = ds.readers[0].path
+    path.unlink()  # evicted (a cleaner, a full disk's housekeeping), not fetched again
+
+    def child() -> bool:
+        try:
+            [ds[i] for i in range(N)]
+        except ObjectChanged as exc:
+            return "shards/00000-of-" in exc.message and "open the dataset again" in exc.message
+        return False
+
+    assert in_child(child, timeout=120) == 0  # it was "cannot open shard …: No such file or directory"
+    assert [ds[i] for i in range(N)] == want  # this process keeps the file it has open
