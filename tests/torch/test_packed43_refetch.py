@@ -141,3 +141,21 @@ def test_a_copy_removed_after_open_is_a_clear_error_in_a_new_process(
 
     assert in_child(child, timeout=120) == 0  # it was "cannot open shard …: No such file or directory"
     assert [ds[i] for i in range(N)] == want  # this process keeps the file it has open
+
+
+def test_a_spawned_worker_is_bound_to_the_copies_as_well(
+    config: Config, catalog: Catalog, tmp_path: Path
+) -> None:
+    from torch.utils.data import DataLoader
+
+    ds = _open(config, catalog, tmp_path / "shards")
+    want = [ds[i] for i in range(N)]
+    loader = DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="spawn")
+    assert [tuple(s) for s in loader] == want  # the readers travel pickled, binding and all
+    shard, _ = ds.locate(0)
+    path, other = ds.readers[shard].path, ds.readers[(shard + 1) % len(ds.readers)].path
+    tmp = path.with_name("x.tmp")
+    tmp.write_bytes(other.read_bytes())
+    os.replace(tmp, path)  # another shard's bytes renamed over the copy
+    with pytest.raises(ObjectChanged, match="photos-packed@v1"):
+        list(DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="spawn"))
