@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -333,10 +334,9 @@ def _verified_copy(
             if want
             else "the stamp written when it was downloaded (the record has no sha256 to check it against)",
         )
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     digest = hashlib.sha256()
     # 0600: a shard holds a dataset's bytes, which no other local user may read
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd, tmp = _private_tmp(path)
     try:
         # explicit buffering: no isatty() (files.py); the fd stays open to stamp the file renamed
         with open(fd, "wb", buffering=OPEN_BUFFER, closefd=False) as fh:
@@ -384,14 +384,23 @@ def _read_stamp(path: Path) -> dict[str, Any] | None:
 
 def _write_stamp(path: Path, stamp: dict[str, Any]) -> None:
     """Write a stamp atomically (a reader sees the old one or the new one, never half)."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd, tmp = _private_tmp(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with open(fd, "wb", buffering=OPEN_BUFFER) as fh:
             fh.write(json.dumps(stamp, sort_keys=True).encode())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _private_tmp(path: Path) -> tuple[int, Path]:
+    """A new 0600 file beside ``path`` that no other caller writes (O_EXCL, a random name),
+    open for writing. Why not ``NAME.<pid>.tmp``: two threads of one process opening the same
+    packed version (a train and a validation set, opened at once) wrote one file, and the
+    second's rename found it gone: ``FileNotFoundError`` with no shard named, after the first
+    had renamed a file the second was still rewriting into place (packed43)."""
+    fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
+    return fd, Path(name)
 
 
 def _file_sha256(path: Path) -> str:
