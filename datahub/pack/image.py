@@ -246,6 +246,8 @@ def decode_rgb(
         img = _eight_bit(img).convert("RGB")
         if size is not None and img.size != tuple(size):
             img = img.resize(tuple(size), Image.Resampling.BILINEAR)
+    except Image.DecompressionBombError as exc:  # not an OSError: it escaped, naming no record
+        raise ImageTooLarge(f"image {key!r} is too large to decode safely: {exc}", key=key) from exc
     except _DECODE_ERRORS as exc:
         raise BadImage(f"image {key!r} cannot be decoded ({type(exc).__name__}: {exc})", key=key) from exc
     return img.width, img.height, img.tobytes()

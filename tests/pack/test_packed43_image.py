@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from datahub.errors import ImageTooLarge
 from datahub.pack.image import decode_rgb, transform_image
 from datahub.pack.spec import TransformSpec
 
@@ -74,3 +75,10 @@ def test_an_rgb_jpeg_needing_no_change_is_still_passed_through() -> None:
         transform_image(buf.getvalue(), TransformSpec(resize="shorter=256"), key="k.jpg").data
         == buf.getvalue()
     )
+
+
+def test_a_decompression_bomb_in_the_training_decode_names_its_record() -> None:
+    from tests.pack.test_image import _png_header_only
+
+    with pytest.raises(ImageTooLarge, match="'huge.png'"):  # it was PIL's own DecompressionBombError
+        decode_rgb(_png_header_only(20000, 20000), key="huge.png")
