@@ -141,6 +141,25 @@ def _empty_selection(name: str, prefix: str, where: str | RecordFilter | None) -
     )
 
 
+def _no_samples(name: str, skipped: Sequence[Mapping[str, Any]]) -> InvalidInput:
+    """The error of a packed version without a sample (its pack skipped every record). Why:
+    such a dataset was built with length 0, and a DataLoader given it died inside torch with
+    ``ValueError: num_samples=0``, naming neither the version nor why it is empty (packed43)."""
+    shown = "; ".join(f"{s.get('key')!r}: {s.get('reason', '?')}" for s in skipped[:3])
+    why = (
+        f"its pack skipped every one of its source's records ({len(skipped)}, e.g. {shown}; all are "
+        "listed in its index.json, under 'skipped')"
+        if skipped
+        else "its pack found no record to pack"
+    )
+    return InvalidInput(
+        f"{name} holds no samples: {why}. An empty version cannot be trained on: repair or replace "
+        "those records in the source and pack it again (docs/pack.md), or open another version",
+        version=name,
+        skipped=len(skipped),
+    )
+
+
 def _files(records: Iterable[Record], where: str | RecordFilter | None) -> list[Record]:
     """The records a mount shows as files, those matching ``where``: a key that is also a
     directory (``x`` beside ``x/y``, docs/catalog.md "Limits") is hidden, as on a mount.
@@ -236,9 +255,11 @@ class PackedDataset(Dataset):
         if index.get("format") != INDEX_FORMAT:
             raise InvalidInput(f"{dataset}@v{version.seq} is not a packed version (index format "
                                f"{index.get('format')!r}); pack it with `datahub pack`", dataset=dataset)  # fmt: skip
+        name = f"{dataset}@v{version.seq}"
+        if not any(s.get("keys") for s in index["shards"]):
+            raise _no_samples(name, index.get("skipped") or [])
         directory = Path(cache_dir)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        name = f"{dataset}@v{version.seq}"
         readers = []
         for s in index["shards"]:
             record = catalog.get_record(dataset, version.seq, s["record"])
