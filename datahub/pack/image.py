@@ -45,6 +45,11 @@ _ROTATE = {
 _SWAPS_AXES = {Image.Transpose.TRANSPOSE, Image.Transpose.TRANSVERSE, Image.Transpose.ROTATE_90,
                Image.Transpose.ROTATE_270}  # fmt: skip
 _PIL_FORMAT = {"jpeg": "JPEG", "webp": "WEBP"}
+_SIXTEEN_BIT = frozenset({"I;16", "I;16L", "I;16B", "I;16N"})  # 16-bit grey (PNG, TIFF)
+# modes passed through byte for byte when nothing else changes. Why not CMYK (or YCbCr) JPEGs:
+# the output is an RGB JPEG (docs/pack.md); a CMYK one reaches decoders that read no CMYK,
+# or read Adobe's inverted CMYK otherwise than Pillow (packed43)
+_PASS_MODES = frozenset({"RGB", "L", "RGBA"})
 _DECODE_ERRORS = (UnidentifiedImageError, OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError)
 
 
@@ -98,7 +103,13 @@ def _transform(img: Image.Image, data: bytes, spec: TransformSpec, draft: bool) 
     if any(t in _SWAPS_AXES for t in transposes):
         width, height = height, width
     size, crop = _geometry(width, height, spec)
-    if not transposes and size == (width, height) and crop is None and img.format == _PIL_FORMAT[spec.format]:
+    if (
+        not transposes
+        and size == (width, height)
+        and crop is None
+        and img.format == _PIL_FORMAT[spec.format]
+        and img.mode in _PASS_MODES
+    ):
         img.load()  # validates the whole stream before we vouch for the bytes
         return EncodedImage(data, width, height, spec.format)
     if draft and img.format == "JPEG" and size != (width, height):
@@ -107,7 +118,7 @@ def _transform(img: Image.Image, data: bytes, spec: TransformSpec, draft: bool) 
             request = (request[1], request[0])
         img.draft("RGB", request)
     mode = "RGBA" if spec.format != "jpeg" and _has_alpha(img) else "RGB"
-    out = img.convert(mode)  # decodes (at the draft scale, if any)
+    out = _eight_bit(img).convert(mode)  # decodes (at the draft scale, if any)
     for t in transposes:
         out = out.transpose(t)
     if out.size != size:
@@ -143,6 +154,16 @@ def _geometry(width: int, height: int, spec: TransformSpec) -> tuple[tuple[int, 
         left, top = (size[0] - box_w) // 2, (size[1] - box_h) // 2
         return size, (left, top, left + box_w, top + box_h)
     return (width, height), None
+
+
+def _eight_bit(img: Image.Image) -> Image.Image:
+    """``img`` with 16-bit grey levels scaled to 8 bits (0..65535 -> 0..255); other modes as
+    they are. Why: Pillow's ``convert("RGB")`` of a 16-bit grey PNG (mode ``I;16``, or ``I``)
+    clips every level above 255 to white, so such a picture was packed (and decoded for
+    training) as a white image with a few dark pixels, without a word (packed43)."""
+    if img.mode in _SIXTEEN_BIT or (img.mode == "I" and img.format == "PNG"):
+        return img.convert("I").point(lambda v: v * (1 / 257) + 0.5).convert("L")
+    return img
 
 
 def _has_alpha(img: Image.Image) -> bool:
@@ -222,9 +243,11 @@ def decode_rgb(
         img = Image.open(io.BytesIO(data))
         if draft and size is not None and img.format == "JPEG":
             img.draft("RGB", (math.ceil(size[0] * DRAFT_GAP), math.ceil(size[1] * DRAFT_GAP)))
-        img = img.convert("RGB")
+        img = _eight_bit(img).convert("RGB")
         if size is not None and img.size != tuple(size):
             img = img.resize(tuple(size), Image.Resampling.BILINEAR)
+    except Image.DecompressionBombError as exc:  # not an OSError: it escaped, naming no record
+        raise ImageTooLarge(f"image {key!r} is too large to decode safely: {exc}", key=key) from exc
     except _DECODE_ERRORS as exc:
         raise BadImage(f"image {key!r} cannot be decoded ({type(exc).__name__}: {exc})", key=key) from exc
     return img.width, img.height, img.tobytes()

@@ -36,7 +36,7 @@ from datahub.errors import (
 from datahub.pack.plan import job_id, split
 from datahub.pack.spec import PackSpec
 from datahub.storage import ObjectStore, StoreRegistry, split_object_url
-from datahub.tasks import Job, Task, TaskQueue
+from datahub.tasks import DONE, Job, Task, TaskQueue
 from datahub.validation import check_name
 
 INDEX_FORMAT = "datahub.pack.index/1"
@@ -103,10 +103,48 @@ def start_job(
     }
     if restart:
         queue.delete_job(job)
+    else:
+        meta["code_version"] = _resumed_code(queue, job)
     meta.update(_objects_of(queue, job))
     queue.create_job(job, payloads, meta)
     queue.retry_failed(job)
     return queue.get_job(job)
+
+
+def packed_by(result: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+    """The code that packed a task's shard: named in its result (``CODE_VERSION``), or, for a
+    result of a worker from before that, the job's."""
+    return str(result.get("code_version") or meta.get("code_version", ""))
+
+
+def _resumed_code(queue: TaskQueue, job: str) -> str:
+    """The ``code_version`` of ``job`` resumed by this code: ``CODE_VERSION``, or the code that
+    packed every task if none is left to pack. InvalidInput when the job's DONE shards were
+    packed by another code and this one would pack the rest (or by several codes already).
+
+    Why: a job resumed after an upgrade (or worked by ``pack-worker``s of two releases) kept
+    the shards the old code had made and packed the rest with the new one, whose transform
+    may make other bytes of the same picture; the version mixed them without a word, and its
+    lineage named the new code for all (packed43)."""
+    try:
+        known = queue.get_job(job)
+    except JobNotFound:
+        return CODE_VERSION
+    tasks = list(queue.tasks(job))
+    codes = {packed_by(t.result, known.meta) for t in tasks if t.state == DONE}
+    if any(t.state != DONE for t in tasks):
+        codes.add(CODE_VERSION)
+    if len(codes) > 1:
+        others = sorted(codes - {CODE_VERSION})
+        raise InvalidInput(
+            f"pack job {job} was partly packed by another datahub ({'; '.join(others)}), and this "
+            f"is {CODE_VERSION}: one version must not mix their shards (the same picture may be "
+            "packed into other bytes). Pack again with --restart (every shard packed by this "
+            f"datahub), or finish the job with the datahub that started it",
+            job=job,
+            packed_by=others,
+        )
+    return codes.pop() if codes else CODE_VERSION
 
 
 def _objects_of(queue: TaskQueue, job: str) -> dict[str, str]:
@@ -164,6 +202,14 @@ def finalize(
     tasks = list(queue.tasks(job))
     results = [t.result for t in tasks]
     folder = objects_dir(job, meta)
+    codes = sorted({packed_by(t.result, meta) for t in tasks})
+    if len(codes) > 1:  # workers of two releases worked it at once (``_resumed_code``)
+        raise InvalidInput(
+            f"pack job {job}: its shards were packed by different datahub releases ({' / '.join(codes)}); "
+            "nothing was committed. Pack again with --restart, with workers of one release",
+            job=job,
+            packed_by=codes,
+        )
     shards = [_checked_shard(stores, t, folder) for t in tasks if t.result.get("count")]
     skipped = [s for r in results for s in r.get("skipped", [])]
     samples = sum(r["count"] for r in shards)
@@ -205,7 +251,7 @@ def finalize(
         "source_dataset": meta["source"],
         "source_version": meta["seq"],
         "params": meta["spec"],
-        "code_version": meta["code_version"],
+        "code_version": codes[0] if codes else meta["code_version"],
         "job": job,
         "samples": samples,
         "skipped": len(skipped),

@@ -10,16 +10,17 @@ is either complete or absent (the copy is renamed into place).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import lmdb
 
-from datahub.errors import InvalidInput, StorageError
+from datahub.errors import InvalidInput, ObjectChanged, StorageError
 from datahub.lmdb_fork import close_inherited, transaction, using
 from datahub.procs import keep_inherited
 
@@ -117,41 +118,57 @@ class ShardWriter:
 class _OpenEnvironments:
     """LMDB allows one handle per file per process, so readers of one file share it.
 
-    Keyed by (pid, path): after a fork the child closes its inherited copy and opens its
-    own handle instead of using the parent's. Reference-counted so the last reader to close releases the file.
+    Keyed by (pid, st_dev, st_ino) of the file the handle maps, not by its path. Why: keyed
+    by path, a reader opened after the copy at that path was replaced (``PackedDataset.open``
+    downloaded it again and renamed it over the old one) got the handle an earlier reader had
+    opened on the OLD file, and read its bytes (packed43). The file is opened first and the
+    handle made through that descriptor (``/proc/self/fd/N``), so what ``accept`` checked is
+    exactly what LMDB maps. After a fork the child closes its inherited copy of a file's
+    handle and opens its own instead of using the parent's. Reference-counted so the last
+    reader to close releases the file.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._envs: dict[tuple[int, str], list[Any]] = {}  # -> [env, refcount]
+        self._envs: dict[tuple[int, int, int], list[Any]] = {}  # -> [env, refcount]
 
-    def acquire(self, path: Path) -> Any:
-        key = (os.getpid(), str(path))
-        with self._lock:  # opening maps the file: no data I/O happens under the lock
-            entry = self._envs.get(key)
-            if entry is None:
-                for stale in [k for k in self._envs if k[1] == key[1]]:
-                    # inherited through fork: close the child's copy of the mapping (lmdb
-                    # refuses a second handle to a file it believes this process has open),
-                    # unless a parent thread was reading it at the fork (datahub.lmdb_fork)
-                    if not close_inherited(self._envs.pop(stale)[0]):
-                        raise StorageError(
-                            f"cannot open shard {path} in this forked process: a thread of its "
-                            "parent was reading it at the fork, so the parent's handle stays open "
-                            "here; use the DataLoader start method 'spawn', or read no sample in "
-                            "the parent while workers start"
-                        )
-                try:
-                    env = lmdb.open(str(path), subdir=False, readonly=True, lock=False,
-                                    readahead=False, max_readers=2048)  # fmt: skip
-                except lmdb.Error as exc:
-                    raise StorageError(f"cannot open shard {path}: {exc}") from exc
-                entry = self._envs[key] = [env, 0]
-            entry[1] += 1
-            return entry[0]
+    def acquire(self, path: Path, accept: Callable[[int, os.stat_result], None]) -> tuple[Any, Any]:
+        """(key, env) of the file at ``path`` once ``accept(fd, its fstat)`` returned (it
+        raises for a file the reader must not read)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise StorageError(f"cannot open shard {path}: {exc}") from exc
+        try:
+            st = os.fstat(fd)
+            accept(fd, st)
+            key = (os.getpid(), st.st_dev, st.st_ino)
+            with self._lock:  # opening maps the file: no data I/O happens under the lock
+                entry = self._envs.get(key)
+                if entry is None:
+                    for stale in [k for k in self._envs if k[1:] == key[1:]]:
+                        # inherited through fork: close the child's copy of the mapping (lmdb
+                        # refuses a second handle to a file it believes this process has open),
+                        # unless a parent thread was reading it at the fork (datahub.lmdb_fork)
+                        if not close_inherited(self._envs.pop(stale)[0]):
+                            raise StorageError(
+                                f"cannot open shard {path} in this forked process: a thread of its "
+                                "parent was reading it at the fork, so the parent's handle stays open "
+                                "here; use the DataLoader start method 'spawn', or read no sample in "
+                                "the parent while workers start"
+                            )
+                    try:
+                        env = lmdb.open(f"/proc/self/fd/{fd}", subdir=False, readonly=True, lock=False,
+                                        readahead=False, max_readers=2048)  # fmt: skip
+                    except lmdb.Error as exc:
+                        raise StorageError(f"cannot open shard {path}: {exc}") from exc
+                    entry = self._envs[key] = [env, 0]
+                entry[1] += 1
+                return key, entry[0]
+        finally:
+            os.close(fd)  # LMDB holds its own descriptor of the file
 
-    def release(self, path: Path) -> None:
-        key = (os.getpid(), str(path))
+    def release(self, key: tuple[int, int, int]) -> None:
         with self._lock:
             entry = self._envs.get(key)
             if entry is None:
@@ -179,18 +196,68 @@ class ShardReader:
     Opening lazily matters for DataLoader workers: each forked worker must open its own
     environment (an LMDB handle must not cross a fork), so a reader made in the parent
     and copied into workers opens once per process.
+
+    A reader given ``identity`` (the st_dev, st_ino, st_size, st_mtime_ns and st_ctime_ns of
+    the copy its opener verified) and ``sha256`` (the shard's digest) is bound to those bytes:
+    a process that opens it later (a DataLoader worker, forked or spawned) and finds another
+    file at ``path`` (the copy was replaced, removed or changed since) hashes that file and
+    reads it only if it holds the same bytes; otherwise ObjectChanged names the shard
+    (``where``) and says to open the dataset again. Why: such a worker read whatever file was
+    at the path then, a shard of another version of the pack included, without a word
+    (packed43). A process that has the file open keeps reading the file it opened.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        identity: tuple[int, ...] | None = None,
+        sha256: str = "",
+        where: str = "",
+    ) -> None:
         self.path = Path(path)
+        self.identity = identity
+        self.sha256 = sha256
+        self.where = where or f"shard {self.path.name}"
         self._env: Any = None
+        self._key: Any = None
         self._pid = 0
 
     def _open(self) -> Any:
         if self._env is None or self._pid != os.getpid():
-            self._env = _ENVIRONMENTS.acquire(self.path)
+            try:
+                self._key, self._env = _ENVIRONMENTS.acquire(self.path, self._accept)
+            except StorageError as exc:
+                if self.identity is None or not isinstance(exc.__cause__, FileNotFoundError):
+                    raise
+                raise self._changed("was removed after PackedDataset.open verified it") from exc
             self._pid = os.getpid()
         return self._env
+
+    def _accept(self, fd: int, st: os.stat_result) -> None:
+        """Raise ObjectChanged unless the open file ``fd`` is the bound copy or holds its bytes."""
+        if self.identity is None:
+            return
+        found = file_identity(st)
+        if found == self.identity:
+            return
+        if self.sha256 and _fd_sha256(fd) == self.sha256:
+            self.identity = found  # another copy of the same bytes (downloaded again)
+            return
+        raise self._changed(
+            "is no longer the file PackedDataset.open verified (it was replaced or changed since) "
+            "and does not hold the shard's bytes" + (f" (sha256:{self.sha256})" if self.sha256 else "")
+        )
+
+    def _changed(self, what: str) -> ObjectChanged:
+        """The error of a bound copy this process cannot read: which, what happened, what to do."""
+        return ObjectChanged(
+            f"{self.where}: the local copy {self.path} {what}; open the dataset again with "
+            "PackedDataset.open (it downloads the shard again) and make the DataLoader from the "
+            "new object",
+            path=str(self.path),
+            version=self.where,
+        )
 
     def get(self, key: str) -> bytes:
         with transaction(self._open(), buffers=False) as txn:
@@ -217,11 +284,33 @@ class ShardReader:
 
     def close(self) -> None:
         if self._env is not None and self._pid == os.getpid():
-            _ENVIRONMENTS.release(self.path)
+            _ENVIRONMENTS.release(self._key)
         self._env = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path}  # environments never travel to another process
+        # environments never travel to another process; the binding does
+        return {"path": self.path, "identity": self.identity, "sha256": self.sha256, "where": self.where}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path"])
+        self.__init__(
+            state["path"],
+            identity=state.get("identity"),
+            sha256=state.get("sha256", ""),
+            where=state.get("where", ""),
+        )
+
+
+def file_identity(st: os.stat_result) -> tuple[int, ...]:
+    """What tells one file from another and a changed file from itself: device, inode, size,
+    mtime and ctime (any write, rename over or restore changes the inode or the ctime)."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+def _fd_sha256(fd: int) -> str:
+    """The sha256 of an open file, read in bounded chunks from its start."""
+    digest = hashlib.sha256()
+    offset = 0
+    while chunk := os.pread(fd, 16 * 1024**2, offset):
+        digest.update(chunk)
+        offset += len(chunk)
+    return digest.hexdigest()

@@ -27,6 +27,7 @@ from datahub.config import Config
 from datahub.errors import (
     BadImage,
     DatahubError,
+    InvalidInput,
     LeaseLost,
     ObjectChanged,
     ObjectNotFound,
@@ -34,7 +35,7 @@ from datahub.errors import (
     TransientStorageError,
 )
 from datahub.pack.image import transform_image
-from datahub.pack.job import job_state, objects_dir, shard_object_name
+from datahub.pack.job import CODE_VERSION, job_state, objects_dir, shard_object_name
 from datahub.pack.layout import KIND_IMAGE, KIND_RAW, Sample, encode_sample
 from datahub.pack.shard import ShardWriter
 from datahub.pack.spec import PackSpec, is_image_key
@@ -119,6 +120,7 @@ def work(
         state = job_state(queue, job)
         if state.done or state.failed:
             break
+        _same_code(job, state.meta)
         task = queue.claim(job, report.worker, lease_seconds)
         if task is None:  # the rest is leased by live workers: wait for DONE or for a lease to expire
             stop.wait(poll_seconds)
@@ -149,6 +151,21 @@ def work(
         except LeaseLost:
             report.lost.append(task.index)
     return report
+
+
+def _same_code(job: str, meta: Mapping[str, Any]) -> None:
+    """InvalidInput unless this worker runs the code the job was started (or resumed) with.
+    Why: a ``pack-worker`` of another release packed its tasks into other bytes than the rest
+    of the job's, which the finalize must then refuse (``datahub.pack.job._resumed_code``):
+    it is told before it packs anything."""
+    started = meta.get("code_version")
+    if started and started != CODE_VERSION:
+        raise InvalidInput(
+            f"pack job {job} was started by {started}, and this worker is {CODE_VERSION}: one "
+            "version must not mix shards of two releases; run the worker of the job's release, or "
+            "pack again with --restart from this one",
+            job=job,
+        )
 
 
 def _transient(exc: BaseException) -> bool:
@@ -242,6 +259,7 @@ def pack_task(
         path.unlink(missing_ok=True)
         raise
     result: dict[str, Any] = {
+        "code_version": CODE_VERSION,  # the finalize commits shards of one code only
         "count": keys_count,
         "skipped": skipped,
         "copied": copied,

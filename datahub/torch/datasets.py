@@ -10,6 +10,7 @@ import hashlib
 import json
 import logging
 import os
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from datahub.catalog import Catalog, Record, RecordFilter
 from datahub.errors import BadImage, InvalidInput, ObjectChanged, RecordNotFound
 from datahub.pack.job import INDEX_FORMAT, INDEX_KEY
 from datahub.pack.layout import KIND_IMAGE, decode_sample
-from datahub.pack.shard import ShardReader
+from datahub.pack.shard import ShardReader, file_identity
 from datahub.torch._torch import Dataset, Sampler, image_tensor
 from datahub.torch.files import OPEN_BUFFER
 
@@ -140,6 +141,25 @@ def _empty_selection(name: str, prefix: str, where: str | RecordFilter | None) -
     )
 
 
+def _no_samples(name: str, skipped: Sequence[Mapping[str, Any]]) -> InvalidInput:
+    """The error of a packed version without a sample (its pack skipped every record). Why:
+    such a dataset was built with length 0, and a DataLoader given it died inside torch with
+    ``ValueError: num_samples=0``, naming neither the version nor why it is empty (packed43)."""
+    shown = "; ".join(f"{s.get('key')!r}: {s.get('reason', '?')}" for s in skipped[:3])
+    why = (
+        f"its pack skipped every one of its source's records ({len(skipped)}, e.g. {shown}; all are "
+        "listed in its index.json, under 'skipped')"
+        if skipped
+        else "its pack found no record to pack"
+    )
+    return InvalidInput(
+        f"{name} holds no samples: {why}. An empty version cannot be trained on: repair or replace "
+        "those records in the source and pack it again (docs/pack.md), or open another version",
+        version=name,
+        skipped=len(skipped),
+    )
+
+
 def _files(records: Iterable[Record], where: str | RecordFilter | None) -> list[Record]:
     """The records a mount shows as files, those matching ``where``: a key that is also a
     directory (``x`` beside ``x/y``, docs/catalog.md "Limits") is hidden, as on a mount.
@@ -235,19 +255,22 @@ class PackedDataset(Dataset):
         if index.get("format") != INDEX_FORMAT:
             raise InvalidInput(f"{dataset}@v{version.seq} is not a packed version (index format "
                                f"{index.get('format')!r}); pack it with `datahub pack`", dataset=dataset)  # fmt: skip
+        name = f"{dataset}@v{version.seq}"
+        if not any(s.get("keys") for s in index["shards"]):
+            raise _no_samples(name, index.get("skipped") or [])
         directory = Path(cache_dir)
         directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        paths = [
-            _local_copy(
-                source,
-                catalog.get_record(dataset, version.seq, s["record"]),
-                directory,
-                f"{dataset}@v{version.seq}",
-            )
-            for s in index["shards"]
-        ]
-        made = cls(paths, [s["keys"] for s in index["shards"]], transform)
-        made.version = f"{dataset}@v{version.seq}"
+        readers = []
+        for s in index["shards"]:
+            record = catalog.get_record(dataset, version.seq, s["record"])
+            path, st = _verified_copy(source, record, directory, name)
+            # bound to the copy verified here (packed43): see ShardReader
+            digest = record.checksum[7:] if record.checksum.startswith("sha256:") else ""
+            where = f"shard {record.key} of {name}"
+            readers.append(ShardReader(path, identity=file_identity(st), sha256=digest, where=where))
+        made = cls([r.path for r in readers], [s["keys"] for s in index["shards"]], transform)
+        made.readers = readers
+        made.version = name
         return made
 
     def __len__(self) -> int:
@@ -277,6 +300,13 @@ class PackedDataset(Dataset):
 
 
 def _local_copy(source: Any, record: Record, directory: Path, where: str = "this packed version") -> Path:
+    """``_verified_copy``'s path."""
+    return _verified_copy(source, record, directory, where)[0]
+
+
+def _verified_copy(
+    source: Any, record: Record, directory: Path, where: str = "this packed version"
+) -> tuple[Path, os.stat_result]:
     """Download one shard through the cache into ``directory`` (atomic), or reuse the copy there.
 
     A copy is reused only while its stamp (``NAME.lmdb.verified``: the record's checksum, URL,
@@ -293,7 +323,10 @@ def _local_copy(source: Any, record: Record, directory: Path, where: str = "this
     A copy whose stamp does not match is hashed again and, if it matches the record's sha256,
     stamped and kept; otherwise it is replaced with a warning naming the shard and ``where``.
     A record without a sha256 checksum cannot be checked locally: its copy is reused only while
-    its stamp (made when this code downloaded it) matches, and downloaded again otherwise."""
+    its stamp (made when this code downloaded it) matches, and downloaded again otherwise.
+
+    Returns the path and the stat of the file verified (its identity: a reader bound to it
+    reads that file, or another holding the same bytes, never one that replaced it since)."""
     name = (
         record.checksum.partition(":")[2]
         or hashlib.sha256(f"{record.url}\0{record.etag}".encode()).hexdigest()
@@ -307,12 +340,12 @@ def _local_copy(source: Any, record: Record, directory: Path, where: str = "this
         before = None
     if before is not None:
         if _read_stamp(stamp_path) == _stamp(before, record):
-            return path
+            return path, before
         if want and before.st_size == record.size and _file_sha256(path) == want:
             after = path.stat()
             if _stamp(after, record) == _stamp(before, record):  # not changed while hashed
                 _write_stamp(stamp_path, _stamp(after, record))
-                return path
+                return path, after
         log.warning(
             "shard %s of %s: the local copy %s does not match %s; downloading it again",
             record.key,
@@ -322,10 +355,9 @@ def _local_copy(source: Any, record: Record, directory: Path, where: str = "this
             if want
             else "the stamp written when it was downloaded (the record has no sha256 to check it against)",
         )
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     digest = hashlib.sha256()
     # 0600: a shard holds a dataset's bytes, which no other local user may read
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd, tmp = _private_tmp(path)
     try:
         # explicit buffering: no isatty() (files.py); the fd stays open to stamp the file renamed
         with open(fd, "wb", buffering=OPEN_BUFFER, closefd=False) as fh:
@@ -340,11 +372,12 @@ def _local_copy(source: Any, record: Record, directory: Path, where: str = "this
                 version=where,
             )
         os.replace(tmp, path)
-        _write_stamp(stamp_path, _stamp(os.fstat(fd), record))  # after the rename: it may set ctime
+        made = os.fstat(fd)  # after the rename: it may set ctime
+        _write_stamp(stamp_path, _stamp(made, record))
     finally:
         os.close(fd)
         tmp.unlink(missing_ok=True)
-    return path
+    return path, made
 
 
 def _stamp(st: os.stat_result, record: Record) -> dict[str, Any]:
@@ -372,14 +405,23 @@ def _read_stamp(path: Path) -> dict[str, Any] | None:
 
 def _write_stamp(path: Path, stamp: dict[str, Any]) -> None:
     """Write a stamp atomically (a reader sees the old one or the new one, never half)."""
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    fd, tmp = _private_tmp(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with open(fd, "wb", buffering=OPEN_BUFFER) as fh:
             fh.write(json.dumps(stamp, sort_keys=True).encode())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _private_tmp(path: Path) -> tuple[int, Path]:
+    """A new 0600 file beside ``path`` that no other caller writes (O_EXCL, a random name),
+    open for writing. Why not ``NAME.<pid>.tmp``: two threads of one process opening the same
+    packed version (a train and a validation set, opened at once) wrote one file, and the
+    second's rename found it gone: ``FileNotFoundError`` with no shard named, after the first
+    had renamed a file the second was still rewriting into place (packed43)."""
+    fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
+    return fd, Path(name)
 
 
 def _file_sha256(path: Path) -> str:
