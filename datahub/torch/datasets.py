@@ -371,6 +371,10 @@ def _verified_copy(
                 key=record.key,
                 version=where,
             )
+        # durable before it is named and stamped: after a power loss a stamp that outlived
+        # unwritten data would match a file of the right size and inode holding zeros, and the
+        # copy would be served unhashed (promise 2)
+        os.fsync(fd)
         os.replace(tmp, path)
         made = os.fstat(fd)  # after the rename: it may set ctime
         _write_stamp(stamp_path, _stamp(made, record))
