@@ -196,6 +196,14 @@ class WorkspaceView:
             self.quota is None or self.quota.available >= STAGE_HEADROOM
         )
 
+    def _stages(self, sync: bool) -> bool:
+        """Whether a file created or rewritten (``O_TRUNC``) now is staged. Not one opened with
+        ``O_SYNC``/``O_DSYNC`` on a passthrough mount (``sync``): the kernel writes a passthrough
+        handle's backing file with its own sync, to the node's disk, and sends the daemon no
+        FSYNC, so a ``write(2)`` that returned was in no commit (wbreview43). Through the
+        daemon, the kernel follows each such write with an FSYNC, which commits it."""
+        return self._may_stage() and not (sync and self.backing is not None)
+
     def _backing_of(self, ino: int, handle) -> tuple[int, bool]:
         """(backing id, direct I/O?) for a new handle of ``ino``: the staged file's id (made on
         the inode's first staged handle), or (0, False) for an ordinary handle. A staged file
@@ -585,8 +593,11 @@ class WorkspaceView:
             self._last[ino] = st
         return fh
 
-    def create(self, parent: int, name: str, *, exclusive: bool) -> tuple[int, Stat, int, bool]:
-        """(fh, attributes, backing id or 0, direct I/O?) of a new file."""
+    def create(
+        self, parent: int, name: str, *, exclusive: bool, sync: bool = False
+    ) -> tuple[int, Stat, int, bool]:
+        """(fh, attributes, backing id or 0, direct I/O?) of a new file; ``sync``: opened with
+        ``O_SYNC`` or ``O_DSYNC`` (``_stages``)."""
         path = self._new_child(parent, name)
         if exclusive:
             try:
@@ -596,7 +607,7 @@ class WorkspaceView:
             else:
                 raise AlreadyExists(f"{path!r} already exists in workspace {self.ws.name!r}")
         replaced = self._file_size(path, emptied=True) if self.quota is not None else 0
-        handle = self.ws.open(path, create=True, truncate=True, staged=self._may_stage())
+        handle = self.ws.open(path, create=True, truncate=True, staged=self._stages(sync))
         self._refund(replaced)
         ino = self._remember(path)
         st = self._stat(ino, handle.attr())  # what ``ws.stat(path)`` reads, without the read
@@ -617,12 +628,15 @@ class WorkspaceView:
             return False
         return self.ws.creates_in_memory(path)
 
-    def open(self, ino: int, *, truncate: bool, writable: bool = True) -> tuple[int, int, bool]:
+    def open(
+        self, ino: int, *, truncate: bool, writable: bool = True, sync: bool = False
+    ) -> tuple[int, int, bool]:
         """(fh, backing id or 0, direct I/O?) of a new handle of ``ino``; ``writable`` False for
-        an ``O_RDONLY`` open, which a revert for another handle never refuses (``_refuse_dropped``)."""
+        an ``O_RDONLY`` open, which a revert for another handle never refuses (``_refuse_dropped``);
+        ``sync``: opened with ``O_SYNC`` or ``O_DSYNC`` (``_stages``)."""
         path = self.path_of(ino)
         emptied = self._file_size(path, emptied=True) if self.quota is not None and truncate else 0
-        handle = self.ws.open(path, truncate=truncate, staged=truncate and self._may_stage())
+        handle = self.ws.open(path, truncate=truncate, staged=truncate and self._stages(sync))
         self._refund(emptied)
         backing_id, direct = self._backing_of(ino, handle)
         fh = self._register(ino, handle, self._stat(ino, handle.attr()))
