@@ -653,11 +653,13 @@ class WorkspaceOps(Ops):
     @_fuse_errors
     async def create(self, parent_inode, name, mode, flags, ctx):
         text, exclusive = os.fsdecode(name), bool(flags & os.O_EXCL)
+        # O_SYNC or O_DSYNC (O_SYNC holds O_DSYNC's bit), O_NOATIME: WorkspaceView.create
+        how = {"sync": bool(flags & os.O_DSYNC), "noatime": bool(flags & os.O_NOATIME)}
         if self.view.creates_in_memory(parent_inode, text):  # an id in hand, nothing staged: no hop
-            fh, st, backing_id, direct = self.view.create(parent_inode, text, exclusive=exclusive)
+            fh, st, backing_id, direct = self.view.create(parent_inode, text, exclusive=exclusive, **how)
         else:
             fh, st, backing_id, direct = await self._thread(
-                self.view.create, parent_inode, text, exclusive=exclusive
+                self.view.create, parent_inode, text, exclusive=exclusive, **how
             )
         return _file_info(fh, backing_id, direct), self._entry(st)
 
@@ -666,7 +668,12 @@ class WorkspaceOps(Ops):
         # O_RDONLY|O_TRUNC truncates on Linux: a change a revert could undo, so not a reader
         writable = flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC)
         fh, backing_id, direct = await self._thread(
-            self.view.open, inode, truncate=bool(flags & os.O_TRUNC), writable=writable
+            self.view.open,
+            inode,
+            truncate=bool(flags & os.O_TRUNC),
+            writable=writable,
+            sync=bool(flags & os.O_DSYNC),
+            noatime=bool(flags & os.O_NOATIME),
         )
         return _file_info(fh, backing_id, direct)
 

@@ -196,6 +196,26 @@ class WorkspaceView:
             self.quota is None or self.quota.available >= STAGE_HEADROOM
         )
 
+    def _stages(self, sync: bool) -> bool:
+        """Whether a file created or rewritten (``O_TRUNC``) now is staged. Not one opened with
+        ``O_SYNC``/``O_DSYNC`` on a passthrough mount (``sync``): the kernel writes a passthrough
+        handle's backing file with its own sync, to the node's disk, and sends the daemon no
+        FSYNC, so a ``write(2)`` that returned was in no commit (wbreview43). Through the
+        daemon, the kernel follows each such write with an FSYNC, which commits it."""
+        return self._may_stage() and not (sync and self.backing is not None)
+
+    @staticmethod
+    def _noatime(handle, noatime: bool) -> None:
+        """A handle opened with ``O_NOATIME`` (``noatime``) of a staged file: the kernel opens
+        its backing file with the caller's flags, so a mapping made through it moves no atime
+        of the staged file, which is how the staged file tells it may be mapped
+        (``StagedFile.maybe_mapped``): it is then treated as mapped (wbreview43). Before, such
+        a mapping's stores into pages already dirty at a commit were never seen (the close
+        returned 0 with the older bytes committed), and its stores after the last close were
+        let go with the staged file."""
+        if noatime and handle.staged_fd >= 0:
+            handle.assume_mapped()
+
     def _backing_of(self, ino: int, handle) -> tuple[int, bool]:
         """(backing id, direct I/O?) for a new handle of ``ino``: the staged file's id (made on
         the inode's first staged handle), or (0, False) for an ordinary handle. A staged file
@@ -585,8 +605,11 @@ class WorkspaceView:
             self._last[ino] = st
         return fh
 
-    def create(self, parent: int, name: str, *, exclusive: bool) -> tuple[int, Stat, int, bool]:
-        """(fh, attributes, backing id or 0, direct I/O?) of a new file."""
+    def create(
+        self, parent: int, name: str, *, exclusive: bool, sync: bool = False, noatime: bool = False
+    ) -> tuple[int, Stat, int, bool]:
+        """(fh, attributes, backing id or 0, direct I/O?) of a new file; ``sync``: opened with
+        ``O_SYNC`` or ``O_DSYNC`` (``_stages``); ``noatime``: with ``O_NOATIME`` (``_noatime``)."""
         path = self._new_child(parent, name)
         if exclusive:
             try:
@@ -596,8 +619,9 @@ class WorkspaceView:
             else:
                 raise AlreadyExists(f"{path!r} already exists in workspace {self.ws.name!r}")
         replaced = self._file_size(path, emptied=True) if self.quota is not None else 0
-        handle = self.ws.open(path, create=True, truncate=True, staged=self._may_stage())
+        handle = self.ws.open(path, create=True, truncate=True, staged=self._stages(sync))
         self._refund(replaced)
+        self._noatime(handle, noatime)
         ino = self._remember(path)
         st = self._stat(ino, handle.attr())  # what ``ws.stat(path)`` reads, without the read
         backing_id, direct = self._backing_of(ino, handle)
@@ -617,13 +641,18 @@ class WorkspaceView:
             return False
         return self.ws.creates_in_memory(path)
 
-    def open(self, ino: int, *, truncate: bool, writable: bool = True) -> tuple[int, int, bool]:
+    def open(
+        self, ino: int, *, truncate: bool, writable: bool = True, sync: bool = False, noatime: bool = False
+    ) -> tuple[int, int, bool]:
         """(fh, backing id or 0, direct I/O?) of a new handle of ``ino``; ``writable`` False for
-        an ``O_RDONLY`` open, which a revert for another handle never refuses (``_refuse_dropped``)."""
+        an ``O_RDONLY`` open, which a revert for another handle never refuses (``_refuse_dropped``);
+        ``sync``: opened with ``O_SYNC`` or ``O_DSYNC`` (``_stages``); ``noatime``: with
+        ``O_NOATIME`` (``_noatime``)."""
         path = self.path_of(ino)
         emptied = self._file_size(path, emptied=True) if self.quota is not None and truncate else 0
-        handle = self.ws.open(path, truncate=truncate, staged=truncate and self._may_stage())
+        handle = self.ws.open(path, truncate=truncate, staged=truncate and self._stages(sync))
         self._refund(emptied)
+        self._noatime(handle, noatime)
         backing_id, direct = self._backing_of(ino, handle)
         fh = self._register(ino, handle, self._stat(ino, handle.attr()))
         if not writable:

@@ -748,6 +748,13 @@ class FileHandle:
         FUSE mount registers as the handle's backing file. Owned by the workspace."""
         return getattr(self._of, "fd", -1)
 
+    def assume_mapped(self) -> None:
+        """This handle may map its staged file without moving its atime (``O_NOATIME``):
+        treat the file as maybe mapped (``StagedFile.assume_mapped``); nothing if not staged."""
+        assume = getattr(self._of, "assume_mapped", None)
+        if assume is not None:
+            assume()
+
     @property
     def lingering(self) -> bool:
         """Whether the file stayed open after this handle's close because a mapping still

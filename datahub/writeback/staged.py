@@ -36,7 +36,9 @@ Rules:
   write-protects every mapping of them, so the next store faults and moves mtime). "May
   be mapped": the staged inode's atime moved since it was made (``mmap`` touches it, and so
   do reads through the mount; our own descriptor is ``O_NOATIME``), or the staging file
-  system does not move atime on mmap (``Staging.atime_seen``: then every file is treated so).
+  system does not move atime on mmap (``Staging.atime_seen``: then every file is treated so),
+  or a handle of it was opened with ``O_NOATIME`` (``assume_mapped``: its backing file has
+  the flag too, and its mappings move no atime).
 - **Mappings outlive the last close.** A mapping holds the kernel's backing file, not the
   FUSE file, so the last RELEASE can come while a process still stores through it
   (``open; mmap; close; store; munmap``). ``written_elsewhere`` tells (a write lease on our
@@ -416,6 +418,13 @@ class StagedFile(OpenFile):
         """Whether some process may have mapped the staged file (its atime moved: mmap touches
         it, our own descriptor does not), or we cannot tell."""
         return self._atime0 is None or st.st_atime_ns != self._atime0
+
+    def assume_mapped(self) -> None:
+        """Treat the file as maybe mapped from now on: a handle of it was opened with
+        ``O_NOATIME``, which the kernel's backing file for that handle takes too, so its
+        ``mmap`` moves no atime (wbreview43: such a mapping's stores into pages dirtied before
+        a commit were never committed, and ones made after the last close were let go)."""
+        self._atime0 = None
 
     # --- what the handles do ---------------------------------------------------------------------
     def attr(self) -> tuple[int, float]:
