@@ -6,7 +6,8 @@ the single catalog commit, so any error or an interrupt leaves no new version. `
 copies run on a small thread pool in a bounded window and reach the spool in key order.
 The commit
 names the head it was planned against as its base, so a concurrent commit makes it fail
-with StaleBase instead of silently overwriting. Blobs copied by an import that then failed
+with StaleBase (saying to run the import again) instead of silently overwriting; a dataset
+created meanwhile by another import is committed into on base 0, which decides the race. Blobs copied by an import that then failed
 stay behind harmlessly (content-addressed) and are reused by the retry.
 """
 
@@ -24,7 +25,7 @@ from typing import IO, Any, Protocol
 from datahub.catalog.catalog import validated_changes
 from datahub.catalog.model import Change, Delete, Put, Record, Version
 from datahub.config import Config
-from datahub.errors import Cancelled, DatasetNotFound
+from datahub.errors import AlreadyExists, Cancelled, DatasetNotFound, StaleBase
 from datahub.ingest.blobs import BlobCopier
 from datahub.ingest.items import SourceItem
 from datahub.ingest.merge import PlannedChange, new_record, plan_changes
@@ -117,16 +118,25 @@ def import_source(
                     spool.seek(0)
                     for _ in validated_changes(dataset, _read(spool)):
                         pass
-                    catalog.create_dataset(dataset, source=src)  # no owner: that grants API admin
+                    try:
+                        catalog.create_dataset(dataset, source=src)  # no owner: that grants API admin
+                    except AlreadyExists:
+                        # made meanwhile (another import of the same name, an API caller): the
+                        # commit on base 0 decides, as for a dataset there from the start. It
+                        # said "already exists; pick another name" of the name it was asked for
+                        pass
                 spool.seek(0)
-                version = catalog.commit(
-                    dataset,
-                    _read(spool),
-                    base=base,
-                    message=message or f"import {src}",
-                    author=author,
-                    lineage={"import": {"source": src, "copy": copy}},
-                )
+                try:
+                    version = catalog.commit(
+                        dataset,
+                        _read(spool),
+                        base=base,
+                        message=message or f"import {src}",
+                        author=author,
+                        lineage={"import": {"source": src, "copy": copy}},
+                    )
+                except StaleBase as exc:
+                    raise _raced(exc, src, dataset, base) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # after an error: queued copies are dropped
         if objects is not None:
@@ -139,6 +149,23 @@ def import_source(
         scanned=scanned,
         copied_bytes=copier.copied_bytes if copier is not None else 0,
         **counts,
+    )
+
+
+def _raced(exc: StaleBase, src: str, dataset: str, base: int) -> StaleBase:
+    """The error of an import that another commit beat to ``dataset``'s next version: what an
+    import's user does next is run it again (it then commits only what differs from the new
+    head), not "rebase your changes", which an import has no way to do."""
+    head = exc.details.get("head")
+    made = f"version {head}" if head is not None else "a new version"
+    planned = f"version {base}" if base else "no version (a new dataset)"
+    return StaleBase(
+        f"import of {src} into dataset {dataset!r} was planned against {planned}, but another "
+        f"commit made {made} meanwhile; nothing of this import was committed: run the import again "
+        "(it commits only what differs from the new head)",
+        dataset=dataset,
+        base=base,
+        **({"head": head} if head is not None else {}),
     )
 
 
