@@ -121,10 +121,8 @@ def import_source(
                     try:
                         catalog.create_dataset(dataset, source=src)  # no owner: that grants API admin
                     except AlreadyExists:
-                        # made meanwhile (another import of the same name, an API caller): the
-                        # commit on base 0 decides, as for a dataset there from the start. It
-                        # said "already exists; pick another name" of the name it was asked for
-                        pass
+                        if not _visible(catalog, dataset):
+                            raise
                 spool.seek(0)
                 try:
                     version = catalog.commit(
@@ -150,6 +148,19 @@ def import_source(
         copied_bytes=copier.copied_bytes if copier is not None else 0,
         **counts,
     )
+
+
+def _visible(catalog, dataset: str) -> bool:
+    """Whether this caller sees ``dataset`` now: after a create found its name taken, one made
+    meanwhile (another import of the same name, an API caller) is committed into on base 0,
+    which decides the race, as for a dataset there from the start (it said "already exists;
+    pick another name" of the name the import was asked for). One a remote catalog hides from
+    this token keeps the server's AlreadyExists, which names the role the token lacks."""
+    try:
+        catalog.get_dataset(dataset)
+    except DatasetNotFound:
+        return False
+    return True
 
 
 def _raced(exc: StaleBase, src: str, dataset: str, base: int) -> StaleBase:

@@ -84,3 +84,29 @@ def test_an_import_beaten_on_an_existing_dataset_says_to_run_it_again(tmp_path, 
     assert "planned against version 1" in raised.value.message
     assert "another commit made version 2" in raised.value.message
     assert catalog.store.head("pets") == 2
+
+
+def test_an_import_into_a_dataset_hidden_from_its_token_still_names_the_missing_role(
+    tmp_path, config, stores
+):
+    """Not a race: over a remote catalog the name is taken by a dataset this token may not see,
+    so the import finds it missing; the server's 409 (naming the role to ask for) must reach the
+    user, not a commit's 'not found' (platform14)."""
+    from datahub.api.tokens import issue_token
+    from datahub.catalog import Catalog
+    from datahub.catalog.http_store import HttpCatalogStore
+    from datahub.errors import AlreadyExists
+    from tests.catalog.remote import serve
+
+    server, backing, _ = serve(tmp_path / "server")
+    backing.create_dataset("results", owner="team-a")
+    node = Catalog(HttpCatalogStore(server.url, token=issue_token(backing.store, "csi-node")[0]))
+    try:
+        src = write_tree(tmp_path / "src", {"a.jpg": b"a"})
+        with pytest.raises(AlreadyExists, match="'csi-node' holds no role on it"):
+            import_source(node, config, stores, str(src), "results")
+        assert backing.store.head("results") == 0
+    finally:
+        node.close()
+        server.stop()
+        backing.close()
