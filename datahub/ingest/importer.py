@@ -13,19 +13,21 @@ stay behind harmlessly (content-addressed) and are reused by the retry.
 
 from __future__ import annotations
 
+import errno
 import json
 import tempfile
 import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
 from datahub.catalog.catalog import validated_changes
 from datahub.catalog.model import Change, Delete, Put, Record, Version
 from datahub.config import Config
-from datahub.errors import AlreadyExists, Cancelled, DatasetNotFound, StaleBase
+from datahub.errors import AlreadyExists, Cancelled, DatasetNotFound, NoSpace, StaleBase
 from datahub.ingest.blobs import BlobCopier
 from datahub.ingest.items import SourceItem
 from datahub.ingest.merge import PlannedChange, new_record, plan_changes
@@ -103,13 +105,15 @@ def import_source(
     try:
         with tempfile.TemporaryFile("w+", encoding="utf-8", prefix="datahub-import-changes-") as spool:
             items = watched(source_items(src, config, stores, sort_budget_bytes=sort_budget_bytes))
-            for planned in plan_changes(items, head, copy=copy):
-                counts[planned.kind] += 1
-                pending.append(_materialise(planned, copier, pool))
-                while len(pending) > copy_concurrency:  # a bounded window, written in key order
+            with _temporary_space(src, dataset):  # the spool here, a manifest's sorted runs
+                for planned in plan_changes(items, head, copy=copy):
+                    counts[planned.kind] += 1
+                    pending.append(_materialise(planned, copier, pool))
+                    while len(pending) > copy_concurrency:  # a bounded window, written in key order
+                        _write(spool, pending.popleft().result())
+                while pending:
                     _write(spool, pending.popleft().result())
-            while pending:
-                _write(spool, pending.popleft().result())
+                spool.flush()
             version = None
             if any(counts.values()):
                 if not exists:
@@ -148,6 +152,25 @@ def import_source(
         copied_bytes=copier.copied_bytes if copier is not None else 0,
         **counts,
     )
+
+
+@contextmanager
+def _temporary_space(src: str, dataset: str) -> Iterator[None]:
+    """NoSpace naming the temporary directory when it fills up while the change set is spooled
+    (or a manifest sorted) there, instead of a bare ``OSError``: nothing was committed."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = tempfile.gettempdir()
+        raise NoSpace(
+            f"import of {src} into dataset {dataset!r}: the temporary directory {where} filled up "
+            f"while the change set was written there ({exc.strerror}); nothing was committed: free "
+            "space there, or point TMPDIR at a larger file system, and run the import again",
+            dataset=dataset,
+            tmpdir=where,
+        ) from exc
 
 
 def _visible(catalog, dataset: str) -> bool:
