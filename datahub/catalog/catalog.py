@@ -336,30 +336,46 @@ class Catalog:
         if filt is None:
             raise InvalidInput("derive needs a filter such as labels.class=cat", dataset=dataset)
         target = dataset if to_dataset is None else check_name(to_dataset)
-        wanted = _Peekable(self.store.list_records(dataset, source.seq, where=filt))
-        existing = self._derive_target(dataset, target, owner, wanted_any=wanted.peek)
-        if existing is not None and may_write is not None:
-            may_write(existing)
-        if existing is not None and not wanted.peek():
-            # a filter with a typo matched nothing: committing it would empty the target's head
-            # (the version LabelX commits onto and @latest reads), as a new target is never made
-            raise NoChanges(
-                f"no record of dataset {dataset!r}@v{source.seq} matches the filter {str(filt)!r}; "
-                f"nothing was committed to {target!r} (a derive never empties a dataset: check the "
-                "filter, or remove records with 'datahub commit --changes')",
-                dataset=target,
-            )
-        head = self.store.head(target)
-        current = self.store.list_records(target, head) if head else iter(())
-        described = f"{dataset}@v{source.seq} where {filt}"
-        return self.store.commit(
-            target,
-            head,
-            _nonempty(changes_between(current, wanted), target, described),
-            message=message or f"derive {described}",
-            author=author,
-            lineage={"derived_from": f"{dataset}@v{source.seq}", "filter": str(filt)},
-        )
+        # "latest" of the target itself: the version filtered must be the base committed on, or a
+        # commit landing between the two reads was reverted by this one (catalog43)
+        follows_head = target == dataset and (ref is None or ref == "latest")
+        for attempt in range(_HEAD_RETRIES + 1):
+            if attempt:
+                source = self.resolve(dataset, ref)
+            wanted = _Peekable(self.store.list_records(dataset, source.seq, where=filt))
+            existing = self._derive_target(dataset, target, owner, wanted_any=wanted.peek)
+            if existing is not None and may_write is not None:
+                may_write(existing)
+            if existing is not None and not wanted.peek():
+                # a filter with a typo matched nothing: committing it would empty the target's
+                # head (the version LabelX commits onto and @latest reads), as a new target is
+                # never made
+                raise NoChanges(
+                    f"no record of dataset {dataset!r}@v{source.seq} matches the filter {str(filt)!r}; "
+                    f"nothing was committed to {target!r} (a derive never empties a dataset: check the "
+                    "filter, or remove records with 'datahub commit --changes')",
+                    dataset=target,
+                )
+            head = source.seq if follows_head else self.store.head(target)
+            current = self.store.list_records(target, head) if head else iter(())
+            described = f"{dataset}@v{source.seq} where {filt}"
+            changes = _nonempty(changes_between(current, wanted), target, described)
+            try:
+                return self.store.commit(
+                    target,
+                    head,
+                    changes,
+                    message=message or f"derive {described}",
+                    author=author,
+                    lineage={"derived_from": f"{dataset}@v{source.seq}", "filter": str(filt)},
+                )
+            except StaleBase:
+                # another commit made the target's next version first, before a change of this
+                # one was read: a derive names no base, so it starts again on the new head (as
+                # a commit "on the head" does), never reverting what that commit wrote
+                if attempt == _HEAD_RETRIES or getgeneratorstate(changes) != GEN_CREATED:
+                    raise
+        raise AssertionError("unreachable")
 
     def _derive_target(
         self, dataset: str, target: str, owner: str, wanted_any: Callable[[], bool]

@@ -20,6 +20,7 @@ shorter listing.
 
 from __future__ import annotations
 
+import errno
 import json
 import tempfile
 import uuid
@@ -52,7 +53,14 @@ from datahub.catalog.model import (
 )
 from datahub.catalog.record_json import RECORD_COLUMNS
 from datahub.catalog.store import CatalogStore, revision_mismatch, stale_base
-from datahub.errors import AlreadyExists, CatalogUnavailable, InvalidInput, NotFound, PreconditionFailed
+from datahub.errors import (
+    AlreadyExists,
+    CatalogUnavailable,
+    InvalidInput,
+    NoSpace,
+    NotFound,
+    PreconditionFailed,
+)
 
 # The listing formats of /v1/remote (the first line of each listing; the server writes them
 # from these): one JSON array per item in this column order (record_json), where objects
@@ -195,7 +203,7 @@ class HttpCatalogStore(CatalogStore):
             "lineage": dict(lineage) if lineage else None,
             "commit_id": commit_id or f"http-{uuid.uuid4().hex}",
         }
-        with _spooled(header, changes) as (body, size):
+        with _spooled(header, changes, what) as (body, size):
 
             def attempt() -> Any:
                 body.seek(0)
@@ -528,13 +536,30 @@ def _chunks(body: IO[bytes]) -> Iterator[bytes]:
 
 
 @contextmanager
-def _spooled(header: Mapping[str, Any], changes: Iterable[Change]) -> Iterator[tuple[IO[bytes], int]]:
+def _spooled(
+    header: Mapping[str, Any], changes: Iterable[Change], what: str
+) -> Iterator[tuple[IO[bytes], int]]:
     """The NDJSON commit body, written once (to RAM, or a temporary file when large) so every
-    retry sends the same bytes; a generator of changes can be consumed only once."""
+    retry sends the same bytes; a generator of changes can be consumed only once. A full
+    temporary directory is NoSpace naming it (it was a bare ``OSError`` out of the catalog)."""
     with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as body:
-        body.write(json.dumps(header).encode() + b"\n")
+
+        def put(data: bytes) -> None:
+            try:
+                body.write(data)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+                    raise
+                raise NoSpace(
+                    f"{what}: the temporary directory {tempfile.gettempdir()} filled up while the "
+                    f"change set was written there to be sent ({exc.strerror}); nothing was committed: "
+                    "free space there, or point TMPDIR at a larger file system, and run it again",
+                    tmpdir=tempfile.gettempdir(),
+                ) from exc
+
+        put(json.dumps(header).encode() + b"\n")
         for change in changes:
-            body.write(json.dumps(_change_json(change)).encode() + b"\n")
+            put(json.dumps(_change_json(change)).encode() + b"\n")
         size = body.tell()
         yield body, size
 

@@ -82,6 +82,7 @@ from datahub.catalog.store import (
     diff_page,
     narrowed,
     page_hint,
+    prefix_below,
     revision_mismatch,
 )
 from datahub.errors import (
@@ -497,8 +498,7 @@ class SQLiteCatalogStore(CatalogStore):
             # SQLite seeks the key index by ``key > after`` and filters by the prefix's bounds,
             # so ``after = ""`` scanned every key before the prefix (a prefix at the end of a
             # 10^6-record version: 300 ms). Any value in [after, prefix) selects the same rows.
-            below = prefix[:-1] + chr(ord(prefix[-1]) - 1) if prefix[-1] != "\0" else prefix[:-1]
-            after = max(after, below)
+            after = max(after, prefix_below(prefix))
         sql = (
             f"SELECT {columns} FROM records WHERE dataset_id = ? AND key > ?{bound_sql}"
             " AND from_seq <= ? AND to_seq > ? ORDER BY key LIMIT ?"

@@ -491,9 +491,37 @@ def past_subtree(directory: str) -> str:
 
 
 def prefix_end(prefix: str) -> str:
-    """The smallest string above every key that starts with ``prefix`` (non-empty): keys with the
-    prefix are ``prefix <= key < prefix_end(prefix)``, a range an ordered key index serves."""
-    return prefix[:-1] + chr(ord(prefix[-1]) + 1)
+    """A string above every key that starts with ``prefix`` (non-empty) and below every other
+    key above ``prefix``: keys with the prefix are ``prefix <= key < prefix_end(prefix)``, a
+    range an ordered key index serves.
+
+    The next code point after the last character that is not U+10FFFF, skipping the
+    surrogates (no key holds one, and neither SQLite nor BSON can bind one): a prefix ending in
+    U+D7FF (followed by a surrogate) or in U+10FFFF (followed by nothing) raised
+    ``UnicodeEncodeError`` or ``ValueError`` out of every listing and diff with it, a bare 500
+    over the API (catalog43). A prefix of U+10FFFF alone has no successor of its length;
+    ``past_subtree``'s bound serves it (no valid key reaches it)."""
+    stem = prefix.rstrip("\U0010ffff")
+    if not stem:
+        return past_subtree(prefix)
+    following = ord(stem[-1]) + 1
+    return stem[:-1] + chr(_SURROGATES_END if _SURROGATES_START <= following < _SURROGATES_END else following)
+
+
+def prefix_below(prefix: str) -> str:
+    """A string below ``prefix`` (non-empty), close to it: a lower seek bound (``key > bound``)
+    for the keys that start with it. The last character one code point lower, skipping the
+    surrogates (U+E000 becomes U+D7FF, never the unbindable U+DFFF)."""
+    last = ord(prefix[-1])
+    if last == 0:
+        return prefix[:-1]
+    before = last - 1
+    return prefix[:-1] + chr(
+        _SURROGATES_START - 1 if _SURROGATES_START <= before < _SURROGATES_END else before
+    )
+
+
+_SURROGATES_START, _SURROGATES_END = 0xD800, 0xE000
 
 
 def diff_page(a: int, b: int) -> int:

@@ -6,25 +6,28 @@ the single catalog commit, so any error or an interrupt leaves no new version. `
 copies run on a small thread pool in a bounded window and reach the spool in key order.
 The commit
 names the head it was planned against as its base, so a concurrent commit makes it fail
-with StaleBase instead of silently overwriting. Blobs copied by an import that then failed
+with StaleBase (saying to run the import again) instead of silently overwriting; a dataset
+created meanwhile by another import is committed into on base 0, which decides the race. Blobs copied by an import that then failed
 stay behind harmlessly (content-addressed) and are reused by the retry.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import tempfile
 import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Any, Protocol
 
 from datahub.catalog.catalog import validated_changes
 from datahub.catalog.model import Change, Delete, Put, Record, Version
 from datahub.config import Config
-from datahub.errors import Cancelled, DatasetNotFound
+from datahub.errors import AlreadyExists, Cancelled, DatasetNotFound, NoSpace, StaleBase
 from datahub.ingest.blobs import BlobCopier
 from datahub.ingest.items import SourceItem
 from datahub.ingest.merge import PlannedChange, new_record, plan_changes
@@ -102,13 +105,15 @@ def import_source(
     try:
         with tempfile.TemporaryFile("w+", encoding="utf-8", prefix="datahub-import-changes-") as spool:
             items = watched(source_items(src, config, stores, sort_budget_bytes=sort_budget_bytes))
-            for planned in plan_changes(items, head, copy=copy):
-                counts[planned.kind] += 1
-                pending.append(_materialise(planned, copier, pool))
-                while len(pending) > copy_concurrency:  # a bounded window, written in key order
+            with _temporary_space(src, dataset):  # the spool here, a manifest's sorted runs
+                for planned in plan_changes(items, head, copy=copy):
+                    counts[planned.kind] += 1
+                    pending.append(_materialise(planned, copier, pool))
+                    while len(pending) > copy_concurrency:  # a bounded window, written in key order
+                        _write(spool, pending.popleft().result())
+                while pending:
                     _write(spool, pending.popleft().result())
-            while pending:
-                _write(spool, pending.popleft().result())
+                spool.flush()
             version = None
             if any(counts.values()):
                 if not exists:
@@ -117,16 +122,23 @@ def import_source(
                     spool.seek(0)
                     for _ in validated_changes(dataset, _read(spool)):
                         pass
-                    catalog.create_dataset(dataset, source=src)  # no owner: that grants API admin
+                    try:
+                        catalog.create_dataset(dataset, source=src)  # no owner: that grants API admin
+                    except AlreadyExists:
+                        if not _visible(catalog, dataset):
+                            raise
                 spool.seek(0)
-                version = catalog.commit(
-                    dataset,
-                    _read(spool),
-                    base=base,
-                    message=message or f"import {src}",
-                    author=author,
-                    lineage={"import": {"source": src, "copy": copy}},
-                )
+                try:
+                    version = catalog.commit(
+                        dataset,
+                        _read(spool),
+                        base=base,
+                        message=message or f"import {src}",
+                        author=author,
+                        lineage={"import": {"source": src, "copy": copy}},
+                    )
+                except StaleBase as exc:
+                    raise _raced(exc, src, dataset, base) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # after an error: queued copies are dropped
         if objects is not None:
@@ -139,6 +151,55 @@ def import_source(
         scanned=scanned,
         copied_bytes=copier.copied_bytes if copier is not None else 0,
         **counts,
+    )
+
+
+@contextmanager
+def _temporary_space(src: str, dataset: str) -> Iterator[None]:
+    """NoSpace naming the temporary directory when it fills up while the change set is spooled
+    (or a manifest sorted) there, instead of a bare ``OSError``: nothing was committed."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        where = tempfile.gettempdir()
+        raise NoSpace(
+            f"import of {src} into dataset {dataset!r}: the temporary directory {where} filled up "
+            f"while the change set was written there ({exc.strerror}); nothing was committed: free "
+            "space there, or point TMPDIR at a larger file system, and run the import again",
+            dataset=dataset,
+            tmpdir=where,
+        ) from exc
+
+
+def _visible(catalog, dataset: str) -> bool:
+    """Whether this caller sees ``dataset`` now: after a create found its name taken, one made
+    meanwhile (another import of the same name, an API caller) is committed into on base 0,
+    which decides the race, as for a dataset there from the start (it said "already exists;
+    pick another name" of the name the import was asked for). One a remote catalog hides from
+    this token keeps the server's AlreadyExists, which names the role the token lacks."""
+    try:
+        catalog.get_dataset(dataset)
+    except DatasetNotFound:
+        return False
+    return True
+
+
+def _raced(exc: StaleBase, src: str, dataset: str, base: int) -> StaleBase:
+    """The error of an import that another commit beat to ``dataset``'s next version: what an
+    import's user does next is run it again (it then commits only what differs from the new
+    head), not "rebase your changes", which an import has no way to do."""
+    head = exc.details.get("head")
+    made = f"version {head}" if head is not None else "a new version"
+    planned = f"version {base}" if base else "no version (a new dataset)"
+    return StaleBase(
+        f"import of {src} into dataset {dataset!r} was planned against {planned}, but another "
+        f"commit made {made} meanwhile; nothing of this import was committed: run the import again "
+        "(it commits only what differs from the new head)",
+        dataset=dataset,
+        base=base,
+        **({"head": head} if head is not None else {}),
     )
 
 

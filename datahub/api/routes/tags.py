@@ -25,9 +25,9 @@ def set_tag(
     tag: TagPath, body: TagSet, dataset: WritableDataset, services: ServicesDep, view: LineageDep
 ) -> VersionPublic:
     """Point ``tag`` at ``ref`` (moving it if it exists); returns the tagged version."""
-    catalog = services.catalog
-    catalog.tag(dataset.name, tag, body.ref)
-    return version_public(view.version(catalog.resolve(dataset.name, tag)))
+    # the version this request tagged, not the tag resolved again: another writer moving it in
+    # between made the answer that writer's version (catalog43)
+    return version_public(view.version(services.catalog.tag(dataset.name, tag, body.ref)))
 
 
 @router.delete("/{tag}", status_code=status.HTTP_204_NO_CONTENT)

@@ -67,7 +67,9 @@ def derive(
             require_creatable(principal, body.to_dataset)
     version = catalog.derive(
         dataset.name,
-        source.seq,
+        # the ref as given: "latest" of the dataset itself is filtered at the head it commits on
+        # (its number, resolved here, made a commit landing meanwhile undone: catalog43)
+        ref if ref == "latest" else source.seq,
         where,
         to_dataset=body.to_dataset,
         message=body.message,
