@@ -26,6 +26,7 @@ and being worked on at once (disk, and the work each body causes), not only RAM.
 from __future__ import annotations
 
 import asyncio
+import errno
 import re
 import tempfile
 from typing import IO, Any
@@ -36,7 +37,15 @@ from datahub.api.body_depth import MAX_BODY_DEPTH, BodyError, DepthScanner
 from datahub.api.early_auth import PROVEN
 from datahub.api.errors import error_response
 from datahub.config import Config
-from datahub.errors import BodyTimeout, Busy, DatahubError, InvalidInput, PayloadTooLarge
+from datahub.errors import (
+    BodyTimeout,
+    Busy,
+    DatahubError,
+    InvalidInput,
+    NoSpace,
+    PayloadTooLarge,
+    StorageError,
+)
 
 RETRY_AFTER_SECONDS = 2
 SPOOL_IN_MEMORY = 1024 * 1024  # bodies up to this size are never written to disk
@@ -149,7 +158,11 @@ class BodyLimits:
                         except BodyError as exc:
                             refusal = self._unparseable(scope, exc)
                             break
-                        spooled.write(chunk)
+                        try:
+                            spooled.write(chunk)
+                        except OSError as exc:  # the spool spilled into a full temporary directory
+                            refusal = self._no_room(scope, exc, size)
+                            break
                         if not message.get("more_body", False):
                             break
             except TimeoutError:
@@ -181,6 +194,26 @@ class BodyLimits:
             if spool is not None:
                 spool.close()  # a spilled body's file is anonymous: closing removes it
             budget.give(reserved)
+
+    @staticmethod
+    def _no_room(scope: Scope, exc: OSError, size: int) -> DatahubError:
+        """A body the server could not store: NoSpace naming the directory, not a bare
+        ``OSError`` answered 500 (which the remote catalog retried into ``catalog_unavailable``,
+        as if the server were down)."""
+        where = tempfile.gettempdir()
+        path = scope.get("path", "")
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            return StorageError(
+                f"the server could not store the request body of {scope.get('method', '')} {path} "
+                f"in {where}: {exc.strerror or exc}; nothing was changed; see the server's log"
+            )
+        return NoSpace(
+            f"the server's temporary directory {where} is full: the request body of "
+            f"{scope.get('method', '')} {path} was not stored ({size} bytes received) and nothing "
+            "was changed; free space there (or point TMPDIR at a larger disk) and send it again",
+            directory=where,
+            received_bytes=size,
+        )
 
     def _too_large(self, scope: Scope) -> PayloadTooLarge:
         """Names the request and what to do: a commit's advice (split the change set) was
@@ -224,7 +257,7 @@ class BodyLimits:
         response = error_response(error.http_status, error.code, error.message, error.details)
         if isinstance(error, Busy):
             response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
-        if isinstance(error, BodyTimeout):
+        if isinstance(error, (BodyTimeout, NoSpace, StorageError)):
             # The unread rest of the body must not be parsed as a next request.
             response.headers["Connection"] = "close"
 
