@@ -139,7 +139,7 @@ class BucketLister:
                 self.version = self._commit(
                     lambda: (
                         Record(k, r.url, r.etag, r.size, meta={"mtime": m / 1e9})
-                        for k, r, m in tree.walk_files(ROOT_INODE)
+                        for k, r, m in tree.walk_files(ROOT_INODE, shadowed=True)
                     )
                 )
             return
