@@ -88,6 +88,26 @@ def _exactly(records: Iterable[Record], head_keys: Iterator[str]) -> Iterator[Ch
     return listing_changes(head_keys, records)
 
 
+def _count_shadowed(records: Iterable[Record], into) -> Iterator[Record]:
+    """``records`` (in key order) as they come, counting into ``into`` (a MountInfo) each file
+    a later key puts a directory over (``a`` before ``a/b``): ``shadowed``, and their sizes in
+    ``bytes``. Why: ``.datahub`` counts what a mount listed by directory shows from its
+    snapshot, as a whole listing counts it (``ListingTree``); it gave every record as a file and
+    no shadowed key. Holds only the chain of keys still open to a directory (``a``, ``a-x``:
+    each the one before plus characters sorting before ``/``), never the listing."""
+    chain: list[Record] = []
+    for record in records:
+        key = record.key
+        while chain and key >= chain[-1].key + "0":  # past every key under it ("0" follows "/")
+            chain.pop()
+        if chain and key.startswith(chain[-1].key + "/"):
+            hidden = chain.pop()
+            into.shadowed += 1
+            into.bytes += hidden.size
+        chain.append(record)
+        yield record
+
+
 class BucketLister:
     """The listing of one bucket mount: ``run`` on the loader thread."""
 
@@ -139,7 +159,7 @@ class BucketLister:
                 self.version = self._commit(
                     lambda: (
                         Record(k, r.url, r.etag, r.size, meta={"mtime": m / 1e9})
-                        for k, r, m in tree.walk_files(ROOT_INODE)
+                        for k, r, m in tree.walk_files(ROOT_INODE, shadowed=True)
                     )
                 )
             return
@@ -158,17 +178,23 @@ class BucketLister:
         self._whole.wait()
         if self._stopped:
             return
-        counts = []  # skipped keys of each listing taken (a retry lists again)
+        counts = []  # skipped and shadowed keys of each listing taken (a retry lists again)
 
         def listing() -> Iterator[Record]:
             counts.append(type(info)(source=self._url))
-            return self.records(counts[-1])
+            return _count_shadowed(self.records(counts[-1]), counts[-1])
 
-        version = self._commit(listing)
+        def counted(version: Version) -> None:
+            # the files the mount shows, as a whole listing counts them: the snapshot records a
+            # file a directory of its name hides (``shadowed``), the mount does not show it
+            listed = counts[-1]
+            info.files = version.record_count - listed.shadowed
+            info.bytes = version.total_bytes - listed.bytes
+            info.shadowed = listed.shadowed
+
+        version = self._commit(listing, counted)
         if counts:  # else nothing was listed whole (a foreign dataset): the directories' count stays
             info.skipped = counts[-1].skipped
-        if version is not None:
-            info.files, info.bytes = version.record_count, version.total_bytes
         self.version = version
 
     def want_whole(self) -> None:
@@ -220,8 +246,13 @@ class BucketLister:
                 continue
             yield Record(obj.key, store.url_for(obj.key), obj.etag, obj.size, meta={"mtime": obj.mtime})
 
-    def _commit(self, records: Callable[[], Iterable[Record]]) -> Version | None:
-        """Commit exactly ``records()`` as the snapshot's next version.
+    def _commit(
+        self,
+        records: Callable[[], Iterable[Record]],
+        counted: Callable[[Version], None] | None = None,
+    ) -> Version | None:
+        """Commit exactly ``records()`` as the snapshot's next version; ``counted(version)``
+        sets ``.datahub``'s counts from it before ``.datahub`` names it (one consistent state).
 
         Why the base and the retries: the deletes are the head's keys the listing lacks, so
         the head they come from must be the version the commit goes on. Any token may commit
@@ -267,6 +298,8 @@ class BucketLister:
                     if attempt == SNAPSHOT_TRIES:
                         raise
                     log.info("%s changed while its snapshot was committed; taking it again", self._dataset)
+            if counted is not None:
+                counted(version)
             info.versions.append(f"{self._dataset}@v{version.seq}")
             info.state, info.snapshot = "ready", "committed"
             log.info("snapshot of %s committed as %s@v%d", self._url, self._dataset, version.seq)

@@ -526,18 +526,34 @@ class ListingTree:
                 url = self._strings.get(etag_index + 1)
             return ObjectRef(url, self._strings.get(etag_index), self._size[ino])
 
-    def walk_files(self, root: int) -> Iterator[tuple[str, ObjectRef, int]]:
-        """(key, ref, mtime_ns) of every file below ``root`` in key order (for snapshots)."""
-        stack = [iter(self.readdir(root, 0))]
+    def walk_files(self, root: int, *, shadowed: bool = False) -> Iterator[tuple[str, ObjectRef, int]]:
+        """(key, ref, mtime_ns) of every file below ``root`` in key order (for snapshots).
+
+        ``shadowed``: also the files a directory of their name hides (``a`` beside ``a/b``),
+        each in its place in key order (before the directory's own keys). Why: a bucket's
+        snapshot records its listing exactly (docs/fuse.md, "Bucket snapshots"), and a
+        version may hold both keys (docs/catalog.md); the whole-listed snapshot left such a
+        file out, so the same bucket's snapshot lost objects of the bucket (and a later one
+        listed by directory, which keeps them, put them back) by the bucket's size alone."""
+        stack = [iter(self._walked(root, shadowed))]
         while stack:
-            for _name, ino, _next in stack[-1]:
+            for ino in stack[-1]:
                 if self.is_dir(ino):
-                    stack.append(iter(self.readdir(ino, 0)))
+                    stack.append(iter(self._walked(ino, shadowed)))
                     break
                 if self.attr(ino).kind == FILE:
                     yield self.key(ino), self.ref(ino), self.attr(ino).mtime_ns
             else:
                 stack.pop()
+
+    def _walked(self, ino: int, shadowed: bool) -> list[int]:
+        """The final children of directory ``ino`` in key order: those shown (``readdir``),
+        or with ``shadowed`` every one, hidden files too."""
+        if not shadowed:
+            return [child for _name, child, _next in self.readdir(ino, 0)]
+        with self._lock:
+            d = self._dirs[ino]
+            return list(d.children[: self._final_count(d)])
 
     # --- accounting --------------------------------------------------------------------------
     def inode_count(self) -> int:

@@ -63,6 +63,10 @@ log = logging.getLogger(__name__)
 PAGE_OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
 
 
+#: seconds ``close`` waits for the page stores under way (``BudgetedTier.stop_storing``)
+STORES_AT_CLOSE_S = 10.0
+
+
 class DiskTier(BudgetedTier):
     persistent = True
 
@@ -412,6 +416,13 @@ class DiskTier(BudgetedTier):
     def close(self) -> None:
         if self._pages_fd < 0:
             return
+        if not self.stop_storing(STORES_AT_CLOSE_S):  # else its index entry would be lost
+            log.warning(
+                "disk cache %s: pages still being stored after %.0f s at close; their files may "
+                "be counted only once a process rebuilds or adopts them",
+                self.dir,
+                STORES_AT_CLOSE_S,
+            )
         index = getattr(self, "index", None)
         if index is not None:
             try:

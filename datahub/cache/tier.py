@@ -237,6 +237,8 @@ class BudgetedTier(Tier):
         if wake_evictor is not None:
             self.wake_evictor = wake_evictor
         self._lock = threading.Lock()
+        self._settled = threading.Condition(self._lock)  # a store ended (``stop_storing`` waits)
+        self._closing = False  # ``stop_storing``: no page is admitted any more
         self._sizes: dict[PageKey, int] = {}
         self._pending: dict[PageKey, int] = {}
         self._lost_pending: set[PageKey] = set()  # lost (``lost``) while still being stored
@@ -322,7 +324,7 @@ class BudgetedTier(Tier):
         are a fill's too) or the store failed."""
         size = len(data)
         with self._lock:
-            if key in self._pending:
+            if key in self._pending or self._closing:
                 return False
             old = self._sizes.pop(key, None)
             if old is not None:
@@ -349,6 +351,9 @@ class BudgetedTier(Tier):
         with self._lock:
             if key in self._sizes or key in self._pending:
                 return None
+            if self._closing:
+                self.counters.add("rejected")
+                return False
             if size > limit:
                 self.counters.add("rejected")
                 return False
@@ -376,6 +381,8 @@ class BudgetedTier(Tier):
         Returns whether the tier holds it."""
         with self._lock:
             del self._pending[key]
+            if self._closing:
+                self._settled.notify_all()
             if self._lost_pending and key in self._lost_pending:
                 self._lost_pending.discard(key)
                 if stored:  # a deferred step of storing it failed (counted once, here)
@@ -388,6 +395,20 @@ class BudgetedTier(Tier):
             else:
                 self._used -= size
         return stored
+
+    def stop_storing(self, timeout: float) -> bool:
+        """Admit no page any more and wait until the stores under way have ended (``settle``);
+        False if some were still under way after ``timeout`` seconds.
+
+        Why: a tier closing while another thread stores a page (a warm-up's or a reader's
+        fetch that was in flight at unmount) closed its index under that store. The page file
+        was linked, its index entry added after the close's last flush and lost, and the
+        index, closed cleanly, was trusted by the next process: a page file counted by no
+        tier and evicted by none. Close waits for them first (a store is a few system calls;
+        the fetches themselves are not waited for: their pages are refused)."""
+        with self._lock:
+            self._closing = True
+            return self._settled.wait_for(lambda: not self._pending, timeout)
 
     def delete(self, key: PageKey) -> None:
         with self._lock:
