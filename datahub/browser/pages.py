@@ -353,7 +353,7 @@ def version_page(
         and not cursor
         and (not where or not folders.browse(b.catalog, name, version.seq, prefix=prefix, limit=1)[0])
     )
-    nearest = folders.nearest_holding(b.catalog, name, version.seq, prefix) if empty else None
+    nearest, kept = _nearest(b, name, version.seq, prefix, where, filter) if empty else (None, filter)
     # a filter that matches nothing where there are records: what their labels are, as the
     # unfiltered charts count them (a misspelt labels.clas=cat, or Cat for cat, said only "No
     # record matches labels.clas=cat here."; newuser26)
@@ -372,6 +372,7 @@ def version_page(
         crumbs=folders.parent_prefixes(prefix),
         entries=entries,
         nearest=nearest,
+        nearest_filter=kept,
         labels_here=labels_here,
         more=more,
         first=first,
@@ -379,9 +380,24 @@ def version_page(
         chart_query=chart_query,
         # a folder that holds nothing: the snippets go where the page sends the reader (its
         # "Mount it" ended `ls /mnt/…/train/nope`, which fails as written; newuser25)
-        snippets=_snippets(b, name, version, nearest[0] if nearest else prefix, filter),
+        snippets=_snippets(b, name, version, *((nearest[0], kept) if nearest else (prefix, filter))),
         sample=charts.SAMPLE,
     )
+
+
+def _nearest(
+    b: Browser, name: str, seq: int, prefix: str, where: RecordFilter | None, filter: str
+) -> tuple[tuple[str, list[folders.Entry], bool] | None, str]:
+    """Where a page of a folder that holds nothing sends the reader, and the filter its links and
+    snippets keep: the nearest folder above holding a record the filter matches, listed with
+    it; if the filter matches no record of the version, the nearest holding anything, without
+    it (``""``). Why: listed without the filter while its links and PyTorch script kept it,
+    ``?prefix=val/nope/&filter=labels.class=cat`` showed val/'s pictures and offered a script
+    that read no sample of them: "no records under prefix 'val/' matching filter" (newuser43)."""
+    found = folders.nearest_holding(b.catalog, name, seq, prefix, where=where)
+    if found is not None or where is None:
+        return found, filter
+    return folders.nearest_holding(b.catalog, name, seq, prefix), ""
 
 
 def _first_page(query: dict[str, Any]) -> str:
