@@ -37,6 +37,7 @@ from datahub.errors import (
     InvalidInput,
     ObjectChanged,
     ObjectNotFound,
+    RecordNotFound,
     StorageError,
     Unauthenticated,
 )
@@ -556,7 +557,15 @@ def record_page(request: Request, name: str, ref: str, key: str) -> Response:
     if not key:  # .../records/ (an address cut back to its folder): the version's records page; it
         # was "invalid key: a record key must be a non-empty relative path" (newuser26)
         return RedirectResponse(f"/datasets/{quote(name)}/versions/{quote(ref)}", 303)
-    record = b.catalog.get_record(name, version.seq, check_key(key))
+    if key.endswith("/"):  # a folder's address (.../records/train/cat/): its page; it was 400 "invalid
+        # key 'train/cat/': empty, '.' or '..' path segments are not allowed" (newuser43)
+        return _folder_page(name, ref, key)
+    try:
+        record = b.catalog.get_record(name, version.seq, check_key(key))
+    except RecordNotFound:  # .../records/train/cat, a folder named as a record: that folder
+        if not folders.browse(b.catalog, name, version.seq, prefix=key + "/", limit=1)[0]:
+            raise
+        return _folder_page(name, ref, key + "/")
     folder = key.rpartition("/")[0]
     return render(
         request,
@@ -569,6 +578,12 @@ def record_page(request: Request, name: str, ref: str, key: str) -> Response:
         image=is_image(key),
         meta=_pretty(record.meta),
         labels=_pretty(record.labels),
+    )
+
+
+def _folder_page(name: str, ref: str, prefix: str) -> Response:
+    return RedirectResponse(
+        f"/datasets/{quote(name)}/versions/{quote(ref)}?{urlencode({'prefix': prefix})}", 303
     )
 
 
