@@ -142,16 +142,25 @@ def parent_prefixes(prefix: str) -> list[tuple[str, str]]:
 
 
 def nearest_holding(
-    catalog: Catalog, dataset: str, seq: int, prefix: str, *, limit: int = 6
+    catalog: Catalog,
+    dataset: str,
+    seq: int,
+    prefix: str,
+    *,
+    limit: int = 6,
+    where: RecordFilter | None = None,
 ) -> tuple[str, list[Entry], bool] | None:
-    """The nearest folder above ``prefix`` that holds anything, its first ``limit`` entries and
-    whether it holds more; None if ``prefix`` is the top level (an empty version). Why: a
-    mistyped folder (``?prefix=trian/``) showed only "No record here", where the CLI's ``ls``
-    names what is there (newuser17). Costs one directory level per folder walked up, only on
-    an empty page."""
+    """The nearest folder above ``prefix`` that holds anything (matching ``where``), its first
+    ``limit`` entries (those holding a match) and whether it holds more; None if ``prefix`` is
+    the top level or nothing above matches. Why: a mistyped folder (``?prefix=trian/``) showed
+    only "No record here", where the CLI's ``ls`` names what is there (newuser17). Why the
+    filter: the page's links and snippets keep it, and a folder whose records it does not match
+    (``val/`` for ``labels.class=cat``) led to "No record matches" and a PyTorch script of no
+    sample (newuser43). Costs one directory level per folder walked up without a filter, a
+    filtered listing's walk with one, only on an empty page."""
     above = [path for _, path in parent_prefixes(prefix) if path != prefix][::-1]
     for folder in [*above, ""] if prefix else []:
-        entries, more = by_directory(catalog, dataset, seq, prefix=folder, after="", limit=limit)
+        entries, more = browse(catalog, dataset, seq, prefix=folder, where=where, limit=limit)
         if entries:
             return folder, entries, more is not None
     return None

@@ -37,6 +37,7 @@ from datahub.errors import (
     InvalidInput,
     ObjectChanged,
     ObjectNotFound,
+    RecordNotFound,
     StorageError,
     Unauthenticated,
 )
@@ -353,7 +354,7 @@ def version_page(
         and not cursor
         and (not where or not folders.browse(b.catalog, name, version.seq, prefix=prefix, limit=1)[0])
     )
-    nearest = folders.nearest_holding(b.catalog, name, version.seq, prefix) if empty else None
+    nearest, kept = _nearest(b, name, version.seq, prefix, where, filter) if empty else (None, filter)
     # a filter that matches nothing where there are records: what their labels are, as the
     # unfiltered charts count them (a misspelt labels.clas=cat, or Cat for cat, said only "No
     # record matches labels.clas=cat here."; newuser26)
@@ -372,6 +373,7 @@ def version_page(
         crumbs=folders.parent_prefixes(prefix),
         entries=entries,
         nearest=nearest,
+        nearest_filter=kept,
         labels_here=labels_here,
         more=more,
         first=first,
@@ -379,9 +381,24 @@ def version_page(
         chart_query=chart_query,
         # a folder that holds nothing: the snippets go where the page sends the reader (its
         # "Mount it" ended `ls /mnt/…/train/nope`, which fails as written; newuser25)
-        snippets=_snippets(b, name, version, nearest[0] if nearest else prefix, filter),
+        snippets=_snippets(b, name, version, *((nearest[0], kept) if nearest else (prefix, filter))),
         sample=charts.SAMPLE,
     )
+
+
+def _nearest(
+    b: Browser, name: str, seq: int, prefix: str, where: RecordFilter | None, filter: str
+) -> tuple[tuple[str, list[folders.Entry], bool] | None, str]:
+    """Where a page of a folder that holds nothing sends the reader, and the filter its links and
+    snippets keep: the nearest folder above holding a record the filter matches, listed with
+    it; if the filter matches no record of the version, the nearest holding anything, without
+    it (``""``). Why: listed without the filter while its links and PyTorch script kept it,
+    ``?prefix=val/nope/&filter=labels.class=cat`` showed val/'s pictures and offered a script
+    that read no sample of them: "no records under prefix 'val/' matching filter" (newuser43)."""
+    found = folders.nearest_holding(b.catalog, name, seq, prefix, where=where)
+    if found is not None or where is None:
+        return found, filter
+    return folders.nearest_holding(b.catalog, name, seq, prefix), ""
 
 
 def _first_page(query: dict[str, Any]) -> str:
@@ -540,7 +557,15 @@ def record_page(request: Request, name: str, ref: str, key: str) -> Response:
     if not key:  # .../records/ (an address cut back to its folder): the version's records page; it
         # was "invalid key: a record key must be a non-empty relative path" (newuser26)
         return RedirectResponse(f"/datasets/{quote(name)}/versions/{quote(ref)}", 303)
-    record = b.catalog.get_record(name, version.seq, check_key(key))
+    if key.endswith("/"):  # a folder's address (.../records/train/cat/): its page; it was 400 "invalid
+        # key 'train/cat/': empty, '.' or '..' path segments are not allowed" (newuser43)
+        return _folder_page(name, ref, key)
+    try:
+        record = b.catalog.get_record(name, version.seq, check_key(key))
+    except RecordNotFound:  # .../records/train/cat, a folder named as a record: that folder
+        if not folders.browse(b.catalog, name, version.seq, prefix=key + "/", limit=1)[0]:
+            raise
+        return _folder_page(name, ref, key + "/")
     folder = key.rpartition("/")[0]
     return render(
         request,
@@ -553,6 +578,12 @@ def record_page(request: Request, name: str, ref: str, key: str) -> Response:
         image=is_image(key),
         meta=_pretty(record.meta),
         labels=_pretty(record.labels),
+    )
+
+
+def _folder_page(name: str, ref: str, prefix: str) -> Response:
+    return RedirectResponse(
+        f"/datasets/{quote(name)}/versions/{quote(ref)}?{urlencode({'prefix': prefix})}", 303
     )
 
 
