@@ -92,6 +92,7 @@ def commit_labels(
     total = service.store.count_changed(project_id)
     if total == 0:  # the request is fine; the project's state is not ready (409, like git's)
         raise Conflict(nothing_to_commit(service, project))
+    _refuse_changed_pictures(service, project, field, user)  # ``overwrite`` is for labels, not pictures
     if not overwrite:
         _refuse_unseen_changes(service, project, field, user)
     held = _held_at_head(service, project, field)
@@ -195,6 +196,52 @@ def _refuse_unfinite_boxes(service: LabelService, project: Project, user: User) 
         "out, the other boxes kept, a comment naming it: redraw it there and accept it in review. "
         f"Commit again now for the project's other labels (`datahub labelx commit {shlex.quote(project.name)} "
         f"--user {shlex.quote(user.name)}`, or the dashboard's Commit)"
+    )
+
+
+def _refuse_changed_pictures(service: LabelService, project: Project, field: str, user: User) -> None:
+    """Conflict, naming them, if an accepted label would go onto a record whose object (etag or
+    size) at the dataset's head is not the one the project's version recorded, the picture the
+    annotator saw. Why: the commit patches records at the head by key, so a picture replaced
+    in a newer version took the label given to the old one: a wrong label for the bytes, which
+    nobody in the project saw. ``overwrite`` does not lift it: it is for labels nobody saw, and
+    no one ticking it for those means to label pictures nobody saw. A record whose head label
+    is the accepted one already is not written (``_held_at_head``), and a deleted one is the
+    commit's ``RecordNotFound``. O(changes): one read of the head's records per batch."""
+    head = service.catalog.resolve(project.dataset, "latest")
+    if head.seq == project.version:
+        return
+    changed: list[str] = []
+    first = ""
+    count = 0
+    for batch in _accepted_batches(service, project):
+        now = service.catalog.store.get_records(project.dataset, head.seq, [i.key for i in batch])
+        for item in batch:
+            rec = now.get(item.key)
+            if rec is None or (rec.etag, rec.size) == (item.etag, item.size):
+                continue
+            if _canonical(rec.labels.get(field)) == _canonical(item.value):
+                continue  # the head says this label already: nothing is written onto it
+            count += 1
+            first = first or item.key
+            if len(changed) < UNSEEN_SHOWN:
+                changed.append(f"{item.key} (item {item.id})")
+    if not count:
+        return
+    more = f" (and {count - len(changed)} more)" if count > len(changed) else ""
+    name, admin = shlex.quote(project.name), shlex.quote(user.name)
+    raise Conflict(
+        f"{count} accepted label(s) of project {project.name!r} were given to a picture that "
+        f"{project.dataset}@v{head.seq} (its head) no longer holds: the record's object changed since "
+        f"{project.dataset}@v{project.version}, the version the project labelled, so the label would "
+        f"describe a picture nobody in the project saw: {'; '.join(changed)}{more}. Nothing was "
+        "committed (overwrite does not apply: it is for labels, not pictures). Commit the labels with "
+        'the pictures they were given to into a new dataset (the dashboard\'s "Into dataset", '
+        f"`datahub labelx commit {name} --user {admin} --to-dataset NAME`), or take those items out "
+        "(reject them: POST /api/items/<item>/review with accept false and a comment) and commit the "
+        f"rest, labelling the new pictures in a new project made from {project.dataset}@v{head.seq}",
+        dataset=project.dataset,
+        key=first,
     )
 
 
