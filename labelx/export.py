@@ -89,6 +89,16 @@ def commit_labels(
         return _commit_new_dataset(service, user, project, to_dataset, message, progress)
     service.require_dataset(user, project.dataset, "writer")
     field = service.schema(project).field
+    crashed = _unrecorded_own_version(service, project)
+    if crashed is not None:  # the retry of a commit that crashed before its bookkeeping
+        service.store.record_export(
+            project_id,
+            project.dataset,
+            crashed.seq,
+            _already_in(service, project, crashed.seq, field),
+            user.name,
+        )
+        return crashed
     total = service.store.count_changed(project_id)
     if total == 0:  # the request is fine; the project's state is not ready (409, like git's)
         raise Conflict(nothing_to_commit(service, project))
@@ -141,6 +151,30 @@ def commit_labels(
 
 
 UNSEEN_SHOWN = 5  # records named in the refusal; the count says how many in all
+
+
+def _unrecorded_own_version(service: LabelService, project: Project) -> Any:
+    """The project's newest version of its dataset if the project did not record it (a crash
+    between the catalog's commit and ``record_export``), else None: the version a retry
+    answers with, its labels marked exported, later edits left for the next commit. Why not
+    only when it is the head (the commit id's replay): after another writer's commit the retry
+    found the head holding the labels and recorded no export, so the next commit, of newly
+    accepted labels, reused the crashed export's commit id, and the catalog answered with that
+    old version: the new labels were not written and the commit said it had made it. Reads
+    the versions after the project's own (newest first), never those before its snapshot."""
+    recorded = {e["seq"] for e in service.store.list_exports(project.id) if e["dataset"] == project.dataset}
+    instance = service.store.instance
+    for v in service.catalog.log(project.dataset):  # newest first
+        if v.seq <= project.version or v.seq in recorded:
+            return None
+        lin = v.lineage or {}
+        if (lin.get("source"), lin.get("instance"), lin.get("project_id")) == (
+            "labelx",
+            instance,
+            project.id,
+        ):
+            return v
+    return None
 
 
 def _held_at_head(service: LabelService, project: Project, field: str) -> set[int]:
@@ -302,11 +336,16 @@ def _canonical(value: Any) -> str:
 
 
 def _already_in(service: LabelService, project: Project, seq: int, field: str) -> list[tuple[int, int]]:
+    """(id, version) of the accepted, changed items whose label version ``seq`` holds; one read
+    of its records per batch (a key it does not hold is not there, never an error)."""
     found = []
-    for item in service.store.iter_items(project.id, ("accepted",), changed_only=True):
-        record = service.catalog.get_record(project.dataset, seq, item.key)
-        if record.labels.get(field) == item.value:
-            found.append((item.id, item.version))
+    for batch in _accepted_batches(service, project):
+        records = service.catalog.store.get_records(project.dataset, seq, [i.key for i in batch])
+        for item in batch:
+            if item.key in records and _canonical(records[item.key].labels.get(field)) == _canonical(
+                item.value
+            ):
+                found.append((item.id, item.version))
     return found
 
 
