@@ -548,6 +548,13 @@ def _require_detection(service: LabelService, project: Project, fmt: str) -> Non
         )
 
 
+def _px(value: float) -> float:
+    """A COCO pixel quantity to 2 decimal places, unless that rounds a positive one to 0. Why:
+    a box under 0.005 px wide came out 0 wide with area 0, a degenerate box that torchvision's
+    detectors refuse at training; the label has a width (``LabelSchema`` keeps none of 0)."""
+    return round(value, 2) or value
+
+
 def export_coco(
     service: LabelService, project: Project, images: ImageSource, include: str = "accepted"
 ) -> SpooledTemporaryFile:
@@ -564,10 +571,10 @@ def export_coco(
         imgs.append({"id": image_id, "file_name": item.key, "width": w, "height": h})
         for box in item.value:
             x, y, bw, bh = box["bbox"]
-            px = [round(x * w, 2), round(y * h, 2), round(bw * w, 2), round(bh * h, 2)]
+            px = [_px(x * w), _px(y * h), _px(bw * w), _px(bh * h)]
             anns.append({
                 "id": len(anns) + 1, "image_id": image_id, "category_id": cat_ids[box["label"]],
-                "bbox": px, "area": round(px[2] * px[3], 2), "iscrowd": 0,
+                "bbox": px, "area": _px(px[2] * px[3]), "iscrowd": 0,
             })  # fmt: skip
     doc = {
         "info": {"description": f"LabelX project {project.name} ({project.dataset}@v{project.version})"},
