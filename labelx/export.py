@@ -89,9 +89,20 @@ def commit_labels(
         return _commit_new_dataset(service, user, project, to_dataset, message, progress)
     service.require_dataset(user, project.dataset, "writer")
     field = service.schema(project).field
+    crashed = _unrecorded_own_version(service, project)
+    if crashed is not None:  # the retry of a commit that crashed before its bookkeeping
+        service.store.record_export(
+            project_id,
+            project.dataset,
+            crashed.seq,
+            _already_in(service, project, crashed.seq, field),
+            user.name,
+        )
+        return crashed
     total = service.store.count_changed(project_id)
     if total == 0:  # the request is fine; the project's state is not ready (409, like git's)
         raise Conflict(nothing_to_commit(service, project))
+    _refuse_changed_pictures(service, project, field, user)  # ``overwrite`` is for labels, not pictures
     if not overwrite:
         _refuse_unseen_changes(service, project, field, user)
     held = _held_at_head(service, project, field)
@@ -140,6 +151,30 @@ def commit_labels(
 
 
 UNSEEN_SHOWN = 5  # records named in the refusal; the count says how many in all
+
+
+def _unrecorded_own_version(service: LabelService, project: Project) -> Any:
+    """The project's newest version of its dataset if the project did not record it (a crash
+    between the catalog's commit and ``record_export``), else None: the version a retry
+    answers with, its labels marked exported, later edits left for the next commit. Why not
+    only when it is the head (the commit id's replay): after another writer's commit the retry
+    found the head holding the labels and recorded no export, so the next commit, of newly
+    accepted labels, reused the crashed export's commit id, and the catalog answered with that
+    old version: the new labels were not written and the commit said it had made it. Reads
+    the versions after the project's own (newest first), never those before its snapshot."""
+    recorded = {e["seq"] for e in service.store.list_exports(project.id) if e["dataset"] == project.dataset}
+    instance = service.store.instance
+    for v in service.catalog.log(project.dataset):  # newest first
+        if v.seq <= project.version or v.seq in recorded:
+            return None
+        lin = v.lineage or {}
+        if (lin.get("source"), lin.get("instance"), lin.get("project_id")) == (
+            "labelx",
+            instance,
+            project.id,
+        ):
+            return v
+    return None
 
 
 def _held_at_head(service: LabelService, project: Project, field: str) -> set[int]:
@@ -195,6 +230,52 @@ def _refuse_unfinite_boxes(service: LabelService, project: Project, user: User) 
         "out, the other boxes kept, a comment naming it: redraw it there and accept it in review. "
         f"Commit again now for the project's other labels (`datahub labelx commit {shlex.quote(project.name)} "
         f"--user {shlex.quote(user.name)}`, or the dashboard's Commit)"
+    )
+
+
+def _refuse_changed_pictures(service: LabelService, project: Project, field: str, user: User) -> None:
+    """Conflict, naming them, if an accepted label would go onto a record whose object (etag or
+    size) at the dataset's head is not the one the project's version recorded, the picture the
+    annotator saw. Why: the commit patches records at the head by key, so a picture replaced
+    in a newer version took the label given to the old one: a wrong label for the bytes, which
+    nobody in the project saw. ``overwrite`` does not lift it: it is for labels nobody saw, and
+    no one ticking it for those means to label pictures nobody saw. A record whose head label
+    is the accepted one already is not written (``_held_at_head``), and a deleted one is the
+    commit's ``RecordNotFound``. O(changes): one read of the head's records per batch."""
+    head = service.catalog.resolve(project.dataset, "latest")
+    if head.seq == project.version:
+        return
+    changed: list[str] = []
+    first = ""
+    count = 0
+    for batch in _accepted_batches(service, project):
+        now = service.catalog.store.get_records(project.dataset, head.seq, [i.key for i in batch])
+        for item in batch:
+            rec = now.get(item.key)
+            if rec is None or (rec.etag, rec.size) == (item.etag, item.size):
+                continue
+            if _canonical(rec.labels.get(field)) == _canonical(item.value):
+                continue  # the head says this label already: nothing is written onto it
+            count += 1
+            first = first or item.key
+            if len(changed) < UNSEEN_SHOWN:
+                changed.append(f"{item.key} (item {item.id})")
+    if not count:
+        return
+    more = f" (and {count - len(changed)} more)" if count > len(changed) else ""
+    name, admin = shlex.quote(project.name), shlex.quote(user.name)
+    raise Conflict(
+        f"{count} accepted label(s) of project {project.name!r} were given to a picture that "
+        f"{project.dataset}@v{head.seq} (its head) no longer holds: the record's object changed since "
+        f"{project.dataset}@v{project.version}, the version the project labelled, so the label would "
+        f"describe a picture nobody in the project saw: {'; '.join(changed)}{more}. Nothing was "
+        "committed (overwrite does not apply: it is for labels, not pictures). Commit the labels with "
+        'the pictures they were given to into a new dataset (the dashboard\'s "Into dataset", '
+        f"`datahub labelx commit {name} --user {admin} --to-dataset NAME`), or take those items out "
+        "(reject them: POST /api/items/<item>/review with accept false and a comment) and commit the "
+        f"rest, labelling the new pictures in a new project made from {project.dataset}@v{head.seq}",
+        dataset=project.dataset,
+        key=first,
     )
 
 
@@ -255,11 +336,16 @@ def _canonical(value: Any) -> str:
 
 
 def _already_in(service: LabelService, project: Project, seq: int, field: str) -> list[tuple[int, int]]:
+    """(id, version) of the accepted, changed items whose label version ``seq`` holds; one read
+    of its records per batch (a key it does not hold is not there, never an error)."""
     found = []
-    for item in service.store.iter_items(project.id, ("accepted",), changed_only=True):
-        record = service.catalog.get_record(project.dataset, seq, item.key)
-        if record.labels.get(field) == item.value:
-            found.append((item.id, item.version))
+    for batch in _accepted_batches(service, project):
+        records = service.catalog.store.get_records(project.dataset, seq, [i.key for i in batch])
+        for item in batch:
+            if item.key in records and _canonical(records[item.key].labels.get(field)) == _canonical(
+                item.value
+            ):
+                found.append((item.id, item.version))
     return found
 
 
@@ -462,6 +548,13 @@ def _require_detection(service: LabelService, project: Project, fmt: str) -> Non
         )
 
 
+def _px(value: float) -> float:
+    """A COCO pixel quantity to 2 decimal places, unless that rounds a positive one to 0. Why:
+    a box under 0.005 px wide came out 0 wide with area 0, a degenerate box that torchvision's
+    detectors refuse at training; the label has a width (``LabelSchema`` keeps none of 0)."""
+    return round(value, 2) or value
+
+
 def export_coco(
     service: LabelService, project: Project, images: ImageSource, include: str = "accepted"
 ) -> SpooledTemporaryFile:
@@ -478,10 +571,10 @@ def export_coco(
         imgs.append({"id": image_id, "file_name": item.key, "width": w, "height": h})
         for box in item.value:
             x, y, bw, bh = box["bbox"]
-            px = [round(x * w, 2), round(y * h, 2), round(bw * w, 2), round(bh * h, 2)]
+            px = [_px(x * w), _px(y * h), _px(bw * w), _px(bh * h)]
             anns.append({
                 "id": len(anns) + 1, "image_id": image_id, "category_id": cat_ids[box["label"]],
-                "bbox": px, "area": round(px[2] * px[3], 2), "iscrowd": 0,
+                "bbox": px, "area": _px(px[2] * px[3]), "iscrowd": 0,
             })  # fmt: skip
     doc = {
         "info": {"description": f"LabelX project {project.name} ({project.dataset}@v{project.version})"},

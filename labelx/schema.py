@@ -103,7 +103,17 @@ class LabelSchema:
             raise InvalidInput(f"bbox {bbox} must be 4 numbers: fractions 0..1 of the image, w and h > 0")
         if x < -1e-6 or y < -1e-6 or x + w > 1 + 1e-6 or y + h > 1 + 1e-6:
             raise InvalidInput(f"bbox {bbox} must lie inside the image (fractions 0..1, w and h > 0)")
-        return {"label": box["label"], "bbox": [round(v, 6) for v in (x, y, w, h)]}
+        # checked as stored: rounded after the checks, a box 4e-7 wide was kept 0 wide (COCO
+        # area 0, which torchvision's detectors refuse at training), and the tolerated sliver
+        # outside the image as -0.0 or past 1; the sliver is cut off, a box of no area refused
+        x, y = (round(min(max(v, 0.0), 1.0), 6) + 0.0 for v in (x, y))  # + 0.0: never -0.0
+        w, h = round(min(w, 1.0 - x), 6), round(min(h, 1.0 - y), 6)
+        if w <= 0 or h <= 0:
+            raise InvalidInput(
+                f"bbox {bbox} has no area once stored (6 decimal places of the image's size): "
+                "w and h must be at least 0.000001 of the image; draw it larger or leave it out"
+            )
+        return {"label": box["label"], "bbox": [x, y, w, h]}
 
     def classes_of(self, value: Any) -> list[str]:
         """Class names a value mentions (for per-class statistics)."""
