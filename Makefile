@@ -41,12 +41,19 @@ JOBS ?= 2
 EXCLUSIVE_LIST := var/exclusive-tests.txt
 TIMELINE := var/suite-timeline
 TEST_PY := env -u PYTHONDONTWRITEBYTECODE $(PY)
+# The exclusive pass deletes no old temp tree at its exit (pytest keeps the last 2 sessions' and
+# numbers them machine-wide): when another pytest session started during the parallel pass (a
+# shared machine), the rule made the exclusive pass delete this run's own parallel tree, serially,
+# after its tests. The next session deletes them, a parallel run's controller in the background
+# (docs/architecture.md, "Running the suite in parallel").
+EXCLUSIVE_KEEP := 1000000
 test: install lint
 	@rm -f $(EXCLUSIVE_LIST) $(TIMELINE).jsonl $(TIMELINE)-exclusive.jsonl; mkdir -p var; rc=0; set -x; \
 	DATAHUB_SUITE_TIMELINE=$(TIMELINE).jsonl $(TEST_PY) -m pytest -q -p bench.suite.timeline -n $(JOBS) --dist loadfile \
 	  -m "not exclusive" --exclusive-list $(EXCLUSIVE_LIST) || rc=$$?; \
 	if [ -s $(EXCLUSIVE_LIST) ]; then DATAHUB_SUITE_TIMELINE=$(TIMELINE)-exclusive.jsonl \
-	  $(TEST_PY) -m pytest -q -p bench.suite.timeline @$(EXCLUSIVE_LIST) || rc=$$?; fi; \
+	  $(TEST_PY) -m pytest -q -p bench.suite.timeline -o tmp_path_retention_count=$(EXCLUSIVE_KEEP) \
+	  @$(EXCLUSIVE_LIST) || rc=$$?; fi; \
 	if [ $$rc -ne 0 ]; then set +x; echo "== the failed run's digest (bench/suite/timeline_report.py --failure)"; \
 	  for t in $(TIMELINE).jsonl $(TIMELINE)-exclusive.jsonl; do $(PY) -m bench.suite.timeline_report --failure $$t; done; fi; \
 	exit $$rc

@@ -191,6 +191,22 @@ def test_environment_cwd_argv_signals_and_descriptors_are_a_fresh_interpreters(
     assert got["preloaded"] == (kind == "zygote")  # the fork is what was measured, not a fresh start
 
 
+def test_popen_with_an_environment_gives_the_child_that_one_whole(kind: str, tmp_path: Path) -> None:
+    """``popen(env=...)`` as ``subprocess.Popen``'s (the CSI plugin's own environment,
+    tests/csi/conftest.py): the child sees exactly that environment, not this process's."""
+    env = {k: v for k, v in zygote._process_env().items() if k != "HOME"}
+    env["ZYGOTE_TEST_VAR"] = "given"
+    path = tmp_path / "report.json"
+    cmd = [sys.executable, "-m", CHILD, "report", str(path)]
+    with open(tmp_path / "out", "ab") as out:
+        proc = zygote.popen(cmd, stdout=out.fileno(), stderr=out.fileno(), cwd=tmp_path, env=env)
+    _started.append(proc)
+    assert isinstance(proc, ZygoteProcess if kind == "zygote" else subprocess.Popen)
+    assert proc.wait(WAIT) == 0, output(tmp_path)
+    assert json.loads(path.read_text())["env"] == env
+    assert "ZYGOTE_TEST_VAR" not in os.environ
+
+
 def test_a_passed_descriptor_is_the_childs_under_the_number_its_argv_names(kind: str, tmp_path: Path) -> None:
     """``popen(pass_fd=W)``: the child has W under the number ``PASSED_FD`` became in its argv
     (a mount daemon's ``--ready-fd``: tests/fuse/conftest.py waits on that pipe), and no other

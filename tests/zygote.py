@@ -602,26 +602,38 @@ PASSED_FD = "{passed_fd}"
 
 
 def popen(
-    cmd: list[str], *, stdout: int, stderr: int, cwd: Path | str, pass_fd: int | None = None
+    cmd: list[str],
+    *,
+    stdout: int,
+    stderr: int,
+    cwd: Path | str,
+    pass_fd: int | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ZygoteProcess | subprocess.Popen:
-    """``subprocess.Popen(cmd, stdout=stdout, stderr=stderr, cwd=cwd, pass_fds=[pass_fd])`` (file
-    descriptors; stdin and the environment inherited) for ``cmd`` = ``[sys.executable, "-m",
-    MODULE, ...]``: a fork of the zygote, or that Popen. ``PASSED_FD`` in ``cmd`` is replaced by
-    the number of ``pass_fd`` in the child (3 in a fork of the zygote), e.g. a mount daemon's
-    ``--ready-fd``: its caller then waits on the pipe instead of polling for the mount."""
-    env = _process_env()
-    zygote = _zygote_for(cmd, env)
+    """``subprocess.Popen(cmd, stdout=stdout, stderr=stderr, cwd=cwd, pass_fds=[pass_fd], env=env)``
+    (file descriptors; stdin inherited) for ``cmd`` = ``[sys.executable, "-m", MODULE, ...]``: a
+    fork of the zygote, or that Popen. ``env``: the child's whole environment (None: this
+    process's). ``PASSED_FD`` in ``cmd`` is replaced by the number of ``pass_fd`` in the child (3
+    in a fork of the zygote), e.g. a mount daemon's ``--ready-fd``: its caller then waits on the
+    pipe instead of polling for the mount."""
+    child_env = _process_env() if env is None else dict(env)
+    zygote = _zygote_for(cmd, child_env)
     if zygote is None:
         if pass_fd is not None:
             cmd = [str(pass_fd) if a == PASSED_FD else a for a in cmd]
         return subprocess.Popen(
-            cmd, stdout=stdout, stderr=stderr, cwd=cwd, pass_fds=() if pass_fd is None else (pass_fd,)
+            cmd,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=cwd,
+            pass_fds=() if pass_fd is None else (pass_fd,),
+            env=None if env is None else child_env,
         )
     with contextlib.ExitStack() as stack:
         stdin = _fd_or_devnull(0, stack)
         fds = [stdin, stdout, stderr, *(() if pass_fd is None else (pass_fd,))]
         cmd = [str(len(fds) - 1) if a == PASSED_FD else a for a in cmd]
-        return zygote.spawn(list(cmd), env, str(cwd), fds)
+        return zygote.spawn(list(cmd), child_env, str(cwd), fds)
 
 
 def _feed(fd: int, text: str) -> None:

@@ -32,6 +32,7 @@ from datahub.catalog import open_catalog
 from datahub.catalog.model import Put, Record
 from datahub.config import Config, load_config
 from datahub.storage import StoreRegistry
+from tests import zygote
 from tests.servers import S3Endpoint, free_port, wait_for_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -171,13 +172,16 @@ class Plugin:
         self.state_dir = root / "state"
         self.log_path = root / "plugin.log"
         self.check_interval = check_interval
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen | zygote.ZygoteProcess | None = None
         self.channel: grpc.Channel | None = None
 
     def start(self) -> Plugin:
-        # -X faulthandler: a plugin that does not stop on SIGTERM writes its threads' stacks to
-        # its log when stop() aborts it (the plugin alone: its mount processes do not inherit -X)
-        cmd = [sys.executable, "-X", "faulthandler", "-m", "csi", "--endpoint", f"unix://{self.socket}"]
+        # tests.csi.plugin_main: ``python -X faulthandler -m csi`` with the plugin's umask, as a
+        # fork of the worker's zygote (tests/zygote.py): faulthandler makes a plugin that does not
+        # stop on SIGTERM write its threads' stacks to its log when stop() aborts it (the plugin
+        # alone: its mount processes do not inherit it)
+        cmd = [sys.executable, "-m", "tests.csi.plugin_main", str(self.umask)]
+        cmd += ["--endpoint", f"unix://{self.socket}"]
         cmd += ["--node-id", NODE_ID]
         cmd += ["--state-dir", str(self.state_dir), "--config", str(self.config_path)]
         cmd += ["--check-interval", str(self.check_interval), "--mount-timeout", "90", "--mode", self.mode]
@@ -185,7 +189,7 @@ class Plugin:
         cmd += ["--kubelet-dir", str(self.kubelet_dir)]
         env = {**{k: v for k, v in os.environ.items() if not k.startswith("DATAHUB_")}, **self.env}
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, cwd=REPO, env=env, umask=self.umask)
+            self.proc = zygote.popen(cmd, stdout=log.fileno(), stderr=log.fileno(), cwd=REPO, env=env)
         self.channel = grpc.insecure_channel(f"unix://{self.socket}")
         wait_until(self._ready, START_TIMEOUT, f"plugin ready (log: {self.log_path})", interval=0.1)
         return self
