@@ -7,6 +7,9 @@
   (csi/access.py) itself, and a workspace stage serves one target at a time (one writer).
   NodeUnstageVolume stops the process (a workspace flushes and commits), and only once no
   target is published from it.
+* A workspace is written by one volume per node: a second volume naming it (a second pod's
+  inline volume, another PV) is refused before its mount process starts, the refusal naming
+  the volume, target and pod that write it (never the plugin's private mount point to unmount).
 * A NodePublishVolume without a staging path (Kubernetes never stages inline volumes)
   validates the request, resolves what to show (a dataset ref becomes a
   version number, recorded), starts the volume's mount process on a private staging dir,
@@ -72,7 +75,15 @@ from datahub.errors import (
     ListingUnavailable,
     NotFound,
 )
-from fuse_adapter.daemon import MountRecord, canonical, is_mount_daemon, is_mounted
+from fuse_adapter.daemon import (
+    MountRecord,
+    canonical,
+    is_mount_daemon,
+    is_mounted,
+    pid_alive,
+    read_record,
+    workspace_mount,
+)
 
 if TYPE_CHECKING:
     from datahub.catalog import Catalog, Dataset
@@ -150,6 +161,8 @@ class NodeService:
         self._children: dict[str, subprocess.Popen] = {}
         self._target_locks: dict[str, threading.Lock] = {}
         self._claimed: set[str] = set()  # new paths a stage or publish is mounting (not yet recorded)
+        # workspace -> (path, volume id) of the stage or publish starting its mount (not yet recorded)
+        self._opening: dict[str, tuple[str, str]] = {}
         self._mutex = threading.Lock()  # in-memory maps only; never held during I/O
         self.ready = threading.Event()  # set after the first check of recorded targets
 
@@ -236,7 +249,10 @@ class NodeService:
                 self._clear_leftover(target, volume_id=req.volume_id)
                 # the flag as asked: a read-only volume is mounted read-only either way, yet
                 # readonly=false later is a different request (ALREADY_EXISTS), as the spec says
-                extra = {"requested_readonly": req.readonly}
+                extra: dict = {"requested_readonly": req.readonly}
+                pod = _pod(req.context)
+                if pod:  # named when another volume finds this one writing its workspace
+                    extra["pod"] = pod
                 principal = access.pod_principal(req.context)
                 if staging:
                     self._publish_staged(
@@ -268,6 +284,25 @@ class NodeService:
     ) -> None:
         """Start a mount process for ``spec`` and bind its view onto ``path`` (a target, or a
         staging path when ``staged``: then nobody's access is checked yet, each publish does)."""
+        with self._sole_writer(volume_id, path, spec):
+            self._mount_process(
+                volume_id, path, spec, readonly, fingerprint, overrides, principal, extra, staged=staged
+            )
+
+    def _mount_process(
+        self,
+        volume_id: str,
+        path: str,
+        spec: VolumeSpec,
+        readonly: bool,
+        fingerprint: str,
+        overrides: dict,
+        principal: str | None,
+        extra: dict,
+        *,
+        staged: bool,
+    ) -> None:
+        """:meth:`_mount_new`'s work, once the volume is the only writer of its workspace here."""
         volume_dir = self._volume_dir(path)
         self._stop_leftover_process(volume_dir)
         if spec.kind == "bucket":
@@ -332,11 +367,12 @@ class NodeService:
         with self._target(staging, wait=STAGE_WAIT):  # the stage stays as it is until this target is recorded
             stage = self._usable_stage(req, target, staging, readonly)
             if stage.spec.kind == "workspace":
-                holders = [q.target_path for q in self.published() if q.staging_path == staging]
+                holders = [self._pod_at(q) for q in self.published() if q.staging_path == staging]
                 if holders:
                     raise Conflict(
                         f"workspace {stage.spec.workspace!r} (volume {req.volume_id!r}) is published at "
-                        f"{holders[0]} on this node; a workspace has one writer: unpublish it there first",
+                        f"{holders[0]} on this node; a workspace has one writer: let that pod finish, "
+                        "or delete it (its NodeUnpublishVolume lets the workspace go)",
                         volume_id=req.volume_id,
                         target_path=target,
                     )
@@ -421,6 +457,158 @@ class NodeService:
                 target_path=target,
             )
         return stage
+
+    @contextlib.contextmanager
+    def _sole_writer(self, volume_id: str, path: str, spec: VolumeSpec) -> Iterator[None]:
+        """For a workspace volume about to be mounted for ``path``: Conflict naming the volume of
+        this plugin that writes that workspace on this node already (recorded, or being mounted
+        right now), else the workspace reserved for ``path`` until the block ends (recorded by then).
+
+        Why here and not the mount process's refusal: every volume's mount process shares the
+        plugin's home, so the second one was refused by the workspace's journal lock, and its
+        message told the kubelet to ``datahub umount`` the plugin's private mount point, which
+        on a node is the first pod's volume (an operator following it pulled that pod's files
+        from under it). The plugin knows which volume and pod hold the workspace: it says so, in
+        the terms of the cluster."""
+        if spec.kind != "workspace":
+            yield
+            return
+        with self._mutex:  # checked and reserved at once: two publishes at once cannot both pass
+            holder = next(
+                (
+                    q
+                    for q in self._published.values()
+                    if q.owns_process
+                    and q.spec.kind == "workspace"
+                    and q.spec.workspace == spec.workspace
+                    and q.target_path != path
+                ),
+                None,
+            )
+            opening = self._opening.get(spec.workspace)
+            if holder is None and (opening is None or opening[0] == path):
+                self._opening[spec.workspace] = (path, volume_id)
+                opening = None
+        if holder is not None or opening is not None:
+            raise self._writer_conflict(volume_id, path, spec.workspace, holder, opening)
+        try:
+            yield
+        finally:
+            with self._mutex:
+                if self._opening.get(spec.workspace, ("",))[0] == path:
+                    del self._opening[spec.workspace]
+
+    def _writer_conflict(
+        self,
+        volume_id: str,
+        path: str,
+        workspace: str,
+        holder: Published | None,
+        opening: tuple[str, str] | None,
+    ) -> Conflict:
+        """FAILED_PRECONDITION for volume ``volume_id`` at ``path``: workspace ``workspace`` is written
+        by ``holder`` (a record), or by the volume being mounted at ``opening`` (path, volume id)."""
+        if holder is not None and holder.staged:
+            pods = [self._pod_at(q) for q in self.published() if q.staging_path == holder.target_path]
+            used = f"published from there at {', '.join(pods)}" if pods else "no pod uses it now"
+            held = f"volume {holder.volume_id!r}, staged on this node at {holder.target_path} ({used})"
+            release = (
+                "let the pods that use that volume on this node finish, or delete them: once none "
+                "does, the kubelet unstages it (NodeUnstageVolume flushes the workspace and lets it go)"
+            )
+        else:
+            if holder is not None:
+                held = f"volume {holder.volume_id!r}, published on this node at {self._pod_at(holder)}"
+                if holder.unpublishing:
+                    held += " (being unpublished: its flush failed, and the kubelet retries it)"
+            else:
+                held = f"volume {opening[1]!r}, being published on this node at {opening[0]} right now"
+            release = (
+                "let that pod finish, or delete it: its NodeUnpublishVolume flushes the workspace "
+                "and lets it go"
+            )
+        return Conflict(
+            f"volume {volume_id!r} cannot be mounted at {path}: its workspace {workspace!r} is written "
+            f"by {held}, and a workspace has one writer. That mount is this plugin's, serving that "
+            f"volume: do not unmount it by hand. {release[0].upper()}{release[1:]}; the kubelet's "
+            "retry then mounts this volume. Or give this volume another workspace name",
+            volume_id=volume_id,
+            target_path=path,
+            workspace=workspace,
+            holder_volume_id=holder.volume_id if holder is not None else opening[1],
+        )
+
+    def _held_elsewhere(self, p: Published, refused: Conflict) -> Conflict:
+        """The error for workspace volume ``p`` whose mount process was refused (``refused``) although
+        no recorded volume of this plugin writes the workspace (:meth:`_sole_writer`): when the
+        holder is a mount process of this plugin no record names (a crash cut a call short), or
+        another node (its writer lease), FAILED_PRECONDITION saying so in the cluster's terms and
+        naming no private path to unmount; else (a ``datahub mount`` on the node, a lease that
+        cannot be read or was let go since) ``refused``, the mount process's own words."""
+        from datahub.catalog import open_catalog
+        from datahub.workspaces import leased
+
+        workspace = p.spec.workspace
+        config = load_config(p.config_path, env={})
+        what = f"volume {p.volume_id!r} cannot be mounted at {p.target_path}: its workspace {workspace!r}"
+        for mnt in sorted((self.state_dir / "volumes").glob("*/mnt")):
+            record = read_record(config.home_path, str(mnt))
+            if (
+                str(mnt) != p.staging
+                and record is not None
+                and record.kind == "workspace"
+                and record.workspace == workspace
+                and record.pid > 0
+                and pid_alive(record.pid)
+            ):
+                return Conflict(
+                    f"{what} is written by a mount process of this plugin that no volume's record names "
+                    f"(pid {record.pid}, left when the plugin was killed between a mount and its record), "
+                    "and a workspace has one writer. It stops when the kubelet retries or undoes the call "
+                    "it was started for (NodePublishVolume or NodeUnpublishVolume of that pod's volume; "
+                    "NodeStageVolume or NodeUnstageVolume of a PV); do not unmount it by hand. Or give "
+                    "this volume another workspace name",
+                    volume_id=p.volume_id,
+                    target_path=p.target_path,
+                    workspace=workspace,
+                    pid=record.pid,
+                )
+        if not leased(config.resolved_catalog_url):
+            return refused
+        try:
+            catalog = open_catalog(config.resolved_catalog_url, retry=config.catalog)
+            try:
+                lease = catalog.store.lease(workspace)
+            finally:
+                catalog.close()
+        except DatahubError as exc:
+            log.info("workspace %s: its writer lease could not be read (%s)", workspace, exc)
+            return refused
+        left = lease.expires - time.time() if lease is not None else 0.0
+        if lease is None or left <= 0:
+            return refused  # let go since: the kubelet's retry mounts it
+        pid = lease.holder.partition(" pid ")[2].split(" ", 1)[0]  # "host H pid P [principal]"
+        if pid.isdigit() and workspace_mount(config.home_path, workspace, int(pid)) is not None:
+            return refused  # a `datahub mount` on this node with the plugin's home: its advice holds
+        return Conflict(
+            f"{what} is written by another node: {lease.holder} holds its writer lease (epoch "
+            f"{lease.epoch}), which lapses in {left:.0f} s unless renewed, and a workspace has one "
+            "writer. A pod on that node uses it (this PV, or an inline volume naming the same "
+            "workspace): let that pod finish, or delete it; its node's NodeUnpublishVolume "
+            "(NodeUnstageVolume for a PV) lets the workspace go, and the kubelet's retry then mounts "
+            "this volume. If that node is gone, the retry succeeds once the lease lapses. Or give "
+            "this volume another workspace name",
+            volume_id=p.volume_id,
+            target_path=p.target_path,
+            workspace=workspace,
+            holder=lease.holder,
+        )
+
+    @staticmethod
+    def _pod_at(p: Published) -> str:
+        """``p``'s target, and the pod it serves when the kubelet said (``podInfoOnMount``)."""
+        pod = p.extra.get("pod")
+        return f"{p.target_path} for pod {pod}" if pod else p.target_path
 
     def _author(self, p: Published | None) -> str:
         """The author of the versions workspace volume ``p`` commits (docs/csi.md, "Who wrote a
@@ -653,7 +841,14 @@ class NodeService:
     def _start(self, p: Published, *, first: bool) -> None:
         """Start the mount process and bind its view onto the target."""
         process = mounts.MountProcess(p.config_path, p.staging, p.log_path)
-        proc = process.start(_mount_args(p, first=first, author=self._author(p)), timeout=self.mount_timeout)
+        try:
+            proc = process.start(
+                _mount_args(p, first=first, author=self._author(p)), timeout=self.mount_timeout
+            )
+        except Conflict as exc:
+            if p.spec.kind != "workspace":
+                raise
+            raise self._held_elsewhere(p, exc) from None
         try:
             source = _view(p)
             try:
@@ -1085,6 +1280,15 @@ def _canonical_arg(rpc: str, volume_id: str, name: str, path: str) -> str:
 def _inside(path: str, other: str) -> bool:
     """Whether ``path`` lies strictly below the directory ``other`` (both canonical)."""
     return path.startswith(other.rstrip("/") + "/")
+
+
+def _pod(context: Mapping[str, str]) -> str:
+    """``<namespace>/<name>`` of the pod a publish is for, if the kubelet said (podInfoOnMount)."""
+    namespace, name = (
+        context.get(KUBERNETES_PREFIX + "pod.namespace"),
+        context.get(KUBERNETES_PREFIX + "pod.name"),
+    )
+    return f"{namespace}/{name}" if namespace and name else ""
 
 
 def _attributes(context: Mapping[str, str]) -> dict[str, str]:
