@@ -496,7 +496,10 @@ function onMove(ev) {
     d.moved = true;
   } else {
     const [fx, fy] = d.fixed;
-    d.boxes[S.sel].bbox = [Math.min(fx, px), Math.min(fy, py), Math.max(0.002, Math.abs(px - fx)), Math.max(0.002, Math.abs(py - fy))];
+    // at least 0.002 wide and high, and inside the picture: a handle pulled onto the opposite
+    // edge at the border made x + w > 1, which the server refuses (the save failed)
+    const w = Math.max(0.002, Math.abs(px - fx)), h = Math.max(0.002, Math.abs(py - fy));
+    d.boxes[S.sel].bbox = [Math.min(Math.min(fx, px), 1 - w), Math.min(Math.min(fy, py), 1 - h), w, h];
     d.moved = true;
   }
   renderOverlay();
