@@ -179,8 +179,11 @@ def _shard(tmp_path) -> bool:
     from datahub.errors import StorageError
     from datahub.pack.shard import _ENVIRONMENTS
 
+    # a file that is no LMDB shard: opening it fails inside the lock, so the child takes it
+    not_a_shard = tmp_path / "not-a-shard"
+    not_a_shard.write_bytes(b"\0" * 64)
     try:
-        _ENVIRONMENTS.acquire(tmp_path / "no-such-shard")
+        _ENVIRONMENTS.acquire(not_a_shard, lambda fd, st: None)
     except StorageError:
         return True
     return False
