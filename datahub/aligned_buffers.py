@@ -102,7 +102,12 @@ class AlignedBuffers:
         self._lock = threading.Lock()
 
 
-_KEEP_CHUNKS = 4  # idle buffers kept per capacity for the next chunk (bounded: 4 chunks of memory)
+# Idle buffers kept per capacity for the next chunks (bounded: 16 chunks of memory, 64 MiB of
+# 4 MiB chunks). 16, not 4 (perf41f): four writers on a RADOS or S3/RGW shared tier hold up to
+# 4 x (1 + 3) chunk buffers at once (one filling, the rest uploading); with 4 kept, most were
+# mapped afresh and faulted in as huge pages (2 MiB zeroed a fault), and the daemon's kernel
+# CPU per MiB rose 40-60 % over the bytearrays it replaced (docs/benchmarks.md, "perf41f").
+_KEEP_CHUNKS = 16
 
 
 class _Pool:

@@ -331,11 +331,17 @@ class ChunkStore:
         cover record written after a pack member under the same flush (``packs.py``), or on
         RADOS and S3/RGW with the chunk in one write op or PUT (``carries_cover``). A
         ``ChunkBuffer`` (``datahub.aligned_buffers``) is written from where it lies: with ``O_DIRECT``
-        into a chunk file, with one ``pwrite`` into a pack, a copy of it to any other store.
+        into a chunk file, with one ``pwrite`` into a pack, by an S3/RGW PUT that hashes and
+        sends its bytes (perf41f: they were copied into a new ``bytes`` first); RADOS gets a
+        copy (its write op takes ``bytes`` only), as any other store.
         """
         context = f"cannot store data of {path!r} in the shared tier of {self.what}"
         if isinstance(data, ChunkBuffer) and self._root is None:
-            data = bytes(data)  # never made for these tiers (``OpenFile._direct``); a copy, as before
+            if isinstance(self.store, S3Writes):
+                with data.view() as view:  # ``data`` outlives the view: this frame holds it
+                    self._put_object(key, view, trailer, context)
+                return
+            data = bytes(data)
         packs = self._pack_of(key)
         if packs is not None:
             if isinstance(data, ChunkBuffer):
@@ -348,6 +354,12 @@ class ChunkStore:
             _write_new(self._root / key, data, context, key)
             return
         assert not isinstance(data, ChunkBuffer)
+        self._put_object(key, data, trailer, context)
+
+    def _put_object(
+        self, key: str, data: bytes | bytearray | memoryview, trailer: bytes, context: str
+    ) -> None:
+        """Chunk ``key`` as an object of its own (RADOS, S3/RGW), with its cover record if any."""
         try:
             if trailer and self._records is not None:
                 self._records.put_with_record(key, data, trailer)

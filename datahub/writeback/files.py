@@ -8,8 +8,8 @@ through another, as in POSIX). Its state:
 - ``buffers``: index -> bytes of chunks modified since their last upload (``dirty``),
   or kept as read cache; bounded by ``buffer_bytes``: past it, full dirty chunks are
   uploaded early (write-behind) and clean buffers dropped. A buffer is a ``bytearray``, or
-  on a local shared tier from 1 MiB on a ``ChunkBuffer`` (``datahub.aligned_buffers``), which the
-  chunk file's ``O_DIRECT`` write takes without a copy.
+  from 1 MiB on a ``ChunkBuffer`` (``datahub.aligned_buffers``): reused memory, which a local
+  shared tier's chunk file ``O_DIRECT`` write and an S3/RGW PUT take without a copy.
 
 ``_lock`` guards only memory and is never held during I/O. ``_commit_lock`` serialises the
 fsyncs of one file (upload + journal commit) and the reverts of it (``commits_held``), and
@@ -30,9 +30,13 @@ from datahub.errors import DatahubError, InvalidInput, NoSpace
 from datahub.writeback.model import FileAttr, FileSettings
 from datahub.writeback.ports import Committer, NotFresh, Uploader
 
-# A chunk buffer of this many bytes or more on a local shared tier is a ``ChunkBuffer``: such a
+# A chunk buffer of this many bytes or more is a ``ChunkBuffer``: on a local shared tier such a
 # chunk is a file of its own written with ``O_DIRECT`` (``packs.PACK_CHUNK_MAX``: smaller ones
-# go to packs); smaller buffers stay bytearrays, a huge page being 20x a 100 KB file (perf41c)
+# go to packs); smaller buffers stay bytearrays, a huge page being 20x a 100 KB file (perf41c).
+# On RADOS and S3/RGW too (perf41f): a ``bytearray`` grown 1 MiB WRITE by WRITE to a 4 MiB
+# chunk was new memory for every chunk (its pages faulted in, and realloc'ed as it grew), and
+# with 4 writers the daemon's minor faults per MiB rose from 4-46 to 86-191, its kernel CPU with them; a
+# ``ChunkBuffer`` comes from a pool of kept mappings (``aligned_buffers._POOL``).
 PROMOTE = 1 << 20
 
 
@@ -64,9 +68,10 @@ class OpenFile:
         self.committed_size = self.size
         self.staged: set[int] = set()
         self.buffers: dict[int, Buffer] = {}
-        # chunks written with O_DIRECT from the buffer itself (a local shared tier, chunks of
-        # PROMOTE bytes and up): their buffers become ChunkBuffers (``_promote``)
-        self._direct = self.cs >= PROMOTE and getattr(uploads.chunks, "local_root", None) is not None
+        # chunks of PROMOTE bytes and up: their buffers become ChunkBuffers (``_promote``),
+        # written with O_DIRECT from the buffer itself on a local shared tier, sent from it to
+        # S3/RGW, copied once into the bytes a RADOS write op takes
+        self._direct = self.cs >= PROMOTE
         self.dirty: set[int] = set()
         self.version: dict[int, int] = {}
         self.meta_dirty = False  # size/mtime changed without a chunk change (truncate)
@@ -186,7 +191,7 @@ class OpenFile:
 
     def _promote(self, index: int, buf: Buffer, end: int) -> Buffer:
         """Chunk ``index``'s buffer, a ``ChunkBuffer`` once a write makes it ``PROMOTE`` bytes
-        or more (``end``) on a tier written with ``O_DIRECT`` (caller holds ``_lock``)."""
+        or more (``end``), for chunks of ``PROMOTE`` bytes and up (caller holds ``_lock``)."""
         if isinstance(buf, ChunkBuffer) or not self._direct or max(len(buf), end) < PROMOTE:
             return buf
         buf = self.buffers[index] = ChunkBuffer.of(buf, self.cs)
