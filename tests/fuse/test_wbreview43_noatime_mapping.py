@@ -23,6 +23,7 @@ import pytest
 
 from tests.fuse.conftest import FuseEnv, make_env, wait_until
 from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
+from tests.pagecache import _libc  # its mmap/munmap are typed for pointers
 from tests.servers import S3Endpoint
 
 pytestmark = pytest.mark.fuse
@@ -54,19 +55,6 @@ class _Mapping:
 
     def unmap(self) -> None:
         assert _libc.munmap(self.addr, PAGES) == 0
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [
-    ctypes.c_void_p,
-    ctypes.c_size_t,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_int,
-    ctypes.c_long,
-]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
 
 
 def test_stores_into_pages_dirty_at_a_commit_are_committed_by_the_next_close(env: FuseEnv) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,28 @@ def import_manifest(catalog: Catalog, config: Config, manifest: Path, dataset: s
     with StoreRegistry(config) as stores:
         report = import_source(catalog, config, stores, str(manifest), dataset)
     return report.version.seq
+
+
+@contextmanager
+def packed_photos(config: Config, root: Path, photos: int) -> Iterator[Catalog]:
+    """A catalog holding ``photos`` (``photos`` synthetic pictures) and ``photos-packed`` (them
+    resized to 48x32 in 50 KB shards): the small packed version the PackedDataset tests read."""
+    from datahub.pack import PackSpec, pack
+
+    cat = open_catalog(config.resolved_catalog_url)
+    try:
+        import_manifest(cat, config, write_source(root / "src", photos), "photos")
+        pack(
+            config,
+            cat,
+            "photos",
+            "photos-packed",
+            PackSpec.parse(resize="48x32", shard_size="50KB"),
+            workers=0,
+        )
+        yield cat
+    finally:
+        cat.close()
 
 
 @pytest.fixture

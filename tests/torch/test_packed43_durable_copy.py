@@ -14,20 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from datahub.catalog import Catalog, open_catalog
+from datahub.catalog import Catalog
 from datahub.config import Config
-from datahub.pack import PackSpec, pack
 from datahub.torch import CacheSource
-from tests.pack.conftest import import_manifest, write_source
+from tests.pack.conftest import packed_photos
 
 
 @pytest.fixture
 def catalog(config: Config, tmp_path: Path) -> Iterator[Catalog]:
-    cat = open_catalog(config.resolved_catalog_url)
-    import_manifest(cat, config, write_source(tmp_path / "src", 4), "photos")
-    pack(config, cat, "photos", "photos-packed", PackSpec.parse(resize="48x32", shard_size="50KB"), workers=0)
-    yield cat
-    cat.close()
+    with packed_photos(config, tmp_path, 4) as cat:
+        yield cat
 
 
 def test_a_shard_copy_is_fsynced_before_it_is_renamed_into_place(

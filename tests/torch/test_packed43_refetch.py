@@ -16,24 +16,21 @@ from pathlib import Path
 
 import pytest
 
-from datahub.catalog import Catalog, open_catalog
+from datahub.catalog import Catalog
 from datahub.config import Config
 from datahub.errors import ObjectChanged
 from datahub.pack import PackSpec, pack
 from datahub.torch import CacheSource
 from tests.cache.test_fork25 import in_child
-from tests.pack.conftest import import_manifest, write_source
+from tests.pack.conftest import packed_photos
 
 N = 9
 
 
 @pytest.fixture
 def catalog(config: Config, tmp_path: Path) -> Iterator[Catalog]:
-    cat = open_catalog(config.resolved_catalog_url)
-    import_manifest(cat, config, write_source(tmp_path / "src", N), "photos")
-    pack(config, cat, "photos", "photos-packed", PackSpec.parse(resize="48x32", shard_size="50KB"), workers=0)
-    yield cat
-    cat.close()
+    with packed_photos(config, tmp_path, N) as cat:
+        yield cat
 
 
 def _raw(data, labels):
