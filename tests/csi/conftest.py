@@ -309,9 +309,12 @@ class Plugin:
                 except subprocess.TimeoutExpired:
                     self.proc.kill()
                     self.proc.wait()
+                # the stacks themselves, not only the log's name: a run's temp dirs are gone
+                # by the time someone reads the warning (pytest keeps the last three runs)
+                stacks = self.log_path.read_text(errors="replace")[-6000:]
                 warnings.warn(
                     f"the CSI plugin did not stop within {STOP_GRACE:.0f} s of SIGTERM; its "
-                    f"threads' stacks when it was aborted are in {self.log_path}",
+                    f"threads' stacks when it was aborted ({self.log_path}):\n{stacks}",
                     stacklevel=2,
                 )
         if self.channel is not None:
