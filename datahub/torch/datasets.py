@@ -194,6 +194,17 @@ class HintingSampler(Sampler):
     def __len__(self) -> int:
         return len(self.sampler)
 
+    def set_epoch(self, epoch: int) -> None:
+        """Pass ``epoch`` on to the wrapped sampler (a no-op for one without epochs).
+
+        Why: a training loop calls ``loader.sampler.set_epoch(e)`` so that a DistributedSampler
+        reshuffles each epoch; this wrapper had no such method, so the call failed, or a loop
+        checking ``hasattr`` skipped it and every epoch read the first one's order (review44).
+        Each ``__iter__`` asks the wrapped sampler afresh, so the hints follow the new order."""
+        set_epoch = getattr(self.sampler, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(epoch)
+
     def __iter__(self) -> Iterator[int]:
         upcoming = iter(self.sampler)
         while True:
