@@ -234,7 +234,7 @@ class JobNotFound(NotFound):
 # How a task job of each kind (its meta's "kind") is made, for the message of a missing one.
 _JOB_MAKERS = {
     "pack": "start it with `datahub pack SRC@REF --to DST` (its job id is printed by --plan-only)",
-    "epoch": "create it with shard_epoch(queue, {job!r}, len(dataset.readers)) before iterating the "
+    "epoch": "create it with shard_epoch(queue, {job!r}, dataset) before iterating the "
     "TaskStream (docs/torch.md, TaskStream)",
 }
 
@@ -249,7 +249,7 @@ def job_not_found(job: str, kind: str = "") -> JobNotFound:
     else:
         how = (
             "a pack job is started by `datahub pack SRC@REF --to DST`; a TaskStream's epoch is "
-            "created by shard_epoch(queue, JOB, len(dataset.readers)) (docs/torch.md)"
+            "created by shard_epoch(queue, JOB, dataset) (docs/torch.md)"
         )
     return JobNotFound(f"task job {job!r} not found: {how}", job=job, **({"kind": kind} if kind else {}))
 

@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from datahub.errors import JobNotFound, LeaseLost
+from datahub.errors import Conflict, JobNotFound, LeaseLost
 
 TODO, DOING, DONE, FAILED = "TODO", "DOING", "DONE", "FAILED"
 STATES = (TODO, DOING, DONE, FAILED)
@@ -48,6 +48,7 @@ __all__ = [
     "LeaseLost",
     "Task",
     "TaskQueue",
+    "joined_meta",
     "lease_lost",
     "new_lease",
 ]
@@ -82,6 +83,35 @@ def lease_lost(job: str, index: int) -> LeaseLost:
     )
 
 
+def joined_meta(job: str, recorded: Mapping[str, Any] | None, meta: Mapping[str, Any]) -> dict[str, Any]:
+    """The meta ``create_job`` records for ``job``, whose meta so far is ``recorded`` (None: new).
+
+    A job's ``version`` (meta) names the input its tasks were made for (an epoch's packed
+    version, ``dataset@vN``). A call naming another one is a Conflict naming the job, both
+    versions and what to do; a call naming none keeps the recorded one. Why: the tasks of an
+    epoch are shard numbers, so a second process joining a job with another version's dataset
+    read that version's shards under the first one's tasks, and one epoch mixed the samples of
+    two versions (review44). Jobs that name no version (pack jobs: their id names the source
+    version) keep the rule of a task count only."""
+    new = dict(meta)
+    if recorded is None:
+        return new
+    had, wants = recorded.get("version"), new.get("version")
+    if had is not None and wants is not None and had != wants:
+        raise Conflict(
+            f"task job {job!r} is an epoch over {had}, not {wants}: its tasks were made for {had}'s "
+            f"shards, and reading {wants}'s under them would mix two versions' samples in one epoch. "
+            f"Open {had} to join this epoch, or give {wants} a job of its own (another job name, "
+            f"e.g. {job + '-' + str(wants)!r}; or delete_job({job!r}) first if {had}'s epoch is abandoned)",
+            job=job,
+            version=wants,
+            recorded=had,
+        )
+    if wants is None and had is not None:
+        new["version"] = had  # a caller that names no version cannot be checked: the epoch keeps its own
+    return new
+
+
 @dataclass(frozen=True, slots=True)
 class Job:
     job: str
@@ -110,7 +140,9 @@ class TaskQueue(abc.ABC):
 
         Idempotent: if the job exists with the same number of tasks, its tasks are left as
         they are (DONE work stays done) and only ``meta`` is replaced; a different task
-        count raises Conflict, since a deterministic split of one input never changes.
+        count raises Conflict, since a deterministic split of one input never changes. So
+        does a ``version`` in ``meta`` other than the one the job recorded (``joined_meta``),
+        checked in the same transaction as the replacement.
         """
 
     @abc.abstractmethod

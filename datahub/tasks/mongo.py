@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import pymongo
-from pymongo.errors import BulkWriteError, PyMongoError
+from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
 from datahub.errors import Conflict, StorageError, job_not_found
 from datahub.mongo_client import ProcessClient, connect
@@ -31,6 +31,7 @@ from datahub.tasks.base import (
     LeaseLost,
     Task,
     TaskQueue,
+    joined_meta,
     lease_lost,
     new_lease,
 )
@@ -79,6 +80,8 @@ class MongoTaskQueue(TaskQueue):
                     "delete it first if its input really changed",
                     job=job,
                 )
+            recorded = existing["meta"] if existing is not None else None
+            meta = joined_meta(job, recorded, meta)  # Conflict for another version's epoch
             # tasks first, the job document last: a job document means all its tasks exist
             docs = [{"_id": f"{job}:{i:08d}", **_new_task(job, i, p, now)} for i, p in enumerate(payloads)]
             for start in range(
@@ -89,12 +92,32 @@ class MongoTaskQueue(TaskQueue):
                 except BulkWriteError as exc:  # a concurrent or earlier creator inserted some: same tasks
                     if any(e.get("code") != 11000 for e in exc.details.get("writeErrors", [])):
                         raise
+            self._record_job(job, recorded, meta, len(payloads), now)
+        return self.get_job(job)
+
+    def _record_job(
+        self, job: str, recorded: Mapping[str, Any] | None, meta: dict[str, Any], total: int, now: float
+    ) -> None:
+        """Write the job document only while it still records the version ``joined_meta`` checked
+        (none, or the same): a creator of another version's epoch in between is a Conflict here,
+        never a replaced version over the other's tasks."""
+        if recorded is not None:
+            found = self._jobs.update_one(
+                {"_id": job, "meta.version": recorded.get("version")}, {"$set": {"meta": meta}}
+            )
+            if found.matched_count == 0:
+                joined_meta(job, self._jobs.find_one({"_id": job})["meta"], meta)
+            return
+        version = meta.get("version")
+        try:
             self._jobs.update_one(
-                {"_id": job},
-                {"$set": {"meta": dict(meta)}, "$setOnInsert": {"total": len(payloads), "created_at": now}},
+                {"_id": job, "meta.version": {"$in": [version, None]}},
+                {"$set": {"meta": meta}, "$setOnInsert": {"total": total, "created_at": now}},
                 upsert=True,
             )
-        return self.get_job(job)
+        except DuplicateKeyError:  # made meanwhile, naming another version
+            joined_meta(job, self._jobs.find_one({"_id": job})["meta"], meta)
+            raise
 
     def get_job(self, job: str) -> Job:
         with _translated(f"read job {job}"):

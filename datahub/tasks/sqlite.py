@@ -30,6 +30,7 @@ from datahub.tasks.base import (
     LeaseLost,
     Task,
     TaskQueue,
+    joined_meta,
     lease_lost,
     new_lease,
 )
@@ -86,13 +87,14 @@ class SqliteTaskQueue(TaskQueue):
     def create_job(self, job: str, payloads: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Job:
         now = self.clock()
         with self._tx() as db:
-            row = db.execute("SELECT total FROM datahub_task_jobs WHERE job=?", (job,)).fetchone()
+            row = db.execute("SELECT total, meta FROM datahub_task_jobs WHERE job=?", (job,)).fetchone()
             if row is not None and row[0] != len(payloads):
                 raise Conflict(
                     f"job {job} already exists with {row[0]} tasks, not {len(payloads)}; "
                     "delete it first if its input really changed",
                     job=job,
                 )
+            meta = joined_meta(job, json.loads(row[1]) if row is not None else None, meta)
             if row is None:
                 db.execute(
                     "INSERT INTO datahub_task_jobs (job, meta, total, created_at) VALUES (?,?,?,?)",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from datahub.catalog import Catalog, Record, RecordFilter
-from datahub.errors import BadImage, InvalidInput, ObjectChanged, RecordNotFound
+from datahub.errors import BadImage, Conflict, InvalidInput, ObjectChanged, RecordNotFound
 from datahub.pack.job import INDEX_FORMAT, INDEX_KEY
 from datahub.pack.layout import KIND_IMAGE, decode_sample
 from datahub.pack.shard import ShardReader, file_identity
@@ -301,6 +301,25 @@ class PackedDataset(Dataset):
         """Every sample of one shard in key order (what a task-pulling stream yields)."""
         for key in self.keys[shard]:
             yield self._sample(shard, key)
+
+    def task_samples(self, task: Any) -> Iterator[Any]:
+        """``shard_samples`` of a ``shard_epoch`` task, once its epoch is this version's.
+
+        A task made for another version (its payload's ``version``) is a Conflict naming both:
+        its shard number means another file there, and reading this version's shard under it
+        mixed two versions' samples in one epoch (review44). A task naming no version (a job
+        made with a shard count) cannot be checked and is read."""
+        made_for = task.payload.get("version")
+        if made_for is not None and made_for != self.version:
+            raise Conflict(
+                f"task {task.index} of job {task.job!r} is a shard of {made_for}'s epoch, not of "
+                f"{self.version}: open {made_for} to work this epoch, or make {self.version} a job "
+                "of its own (shard_epoch(queue, ANOTHER_JOB, dataset))",
+                job=task.job,
+                version=self.version,
+                recorded=made_for,
+            )
+        return self.shard_samples(task.payload["shard"])
 
     def _sample(self, shard: int, key: str) -> Any:
         """Why one helper: indexing and the task stream must hand ``transform`` the same kind of

@@ -17,6 +17,7 @@ and the task was then delivered twice.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -152,7 +153,7 @@ def _job_finished(job: str) -> JobFinished:
     return JobFinished(
         f"TaskStream over job {job!r} was iterated again after the job was over (every task done): "
         "a job is one epoch and is read once. Make one job per epoch, e.g. "
-        f'shard_epoch(queue, f"{job}-{{epoch}}", len(dataset.readers)), and a new TaskStream and '
+        f'shard_epoch(queue, f"{job}-{{epoch}}", dataset), and a new TaskStream and '
         "DataLoader over it each epoch, with persistent_workers=False (persistent workers keep "
         "iterating the first epoch's stream; docs/torch.md, TaskStream)",
         job=job,
@@ -162,12 +163,23 @@ def _job_finished(job: str) -> JobFinished:
 def shard_epoch(
     queue: TaskQueue,
     job: str,
-    shards: int,
+    shards: int | Any,
     meta: Mapping[str, Any] | None = None,
     *,
     source: str | None = None,
+    version: str | None = None,
 ) -> str:
     """Create (idempotently) a job with one task per packed shard: ``{"shard": i}``.
+
+    ``shards``: the ``PackedDataset`` the epoch reads (``shard_epoch(queue, job, dataset)``),
+    or a shard count. A dataset gives the count, its version (``dataset@vN``, recorded as the
+    job's ``version`` and in each task's payload) and its name as ``source``; with a count,
+    ``version=`` records one. Why: the tasks are shard numbers, so a process joining the job
+    with another version's dataset read that version's shards under the first one's tasks,
+    and one epoch mixed two versions' samples. A job recording a version refuses another one
+    with a Conflict naming the job and both versions (409 through an API server's queue:
+    the queue checks it where it stores the job); ``PackedDataset.task_samples`` refuses a
+    task of another version's epoch the same way.
 
     ``source`` names the dataset the epoch reads; it is recorded as the job's ``source``.
     Why: over an API server (``http(s)://`` queue) the job's datasets decide who may work
@@ -175,9 +187,22 @@ def shard_epoch(
     and a job naming no source is worked by admin tokens only (any token worked it before,
     though nothing said whose data it was). Local queues (SQLite, MongoDB) check nobody.
     """
-    payloads: Sequence[Mapping[str, Any]] = [{"shard": i} for i in range(shards)]
+    if not isinstance(shards, int):
+        version = version or _packed_version(shards)
+        if source is None and version is not None:
+            source = version.rpartition("@")[0]
+        shards = len(shards.readers)
+    extra = {"version": version} if version is not None else {}
+    payloads: Sequence[Mapping[str, Any]] = [{"shard": i, **extra} for i in range(shards)]
     recorded = dict(meta or {"kind": "epoch"})
     if source is not None:
         recorded["source"] = check_name(source)
+    recorded.update(extra)
     queue.create_job(job, payloads, recorded)
     return job
+
+
+def _packed_version(dataset: Any) -> str | None:
+    """``dataset@vN`` of a PackedDataset made by ``open`` (None for one built from paths)."""
+    name = getattr(dataset, "version", None)
+    return name if isinstance(name, str) and re.fullmatch(r".+@v[0-9]+", name) else None

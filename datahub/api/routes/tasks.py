@@ -149,7 +149,8 @@ WorkerDep = Annotated[Principal, Depends(_worker)]
 
 @router.put("/{job}")
 def create_job(job: JobPath, body: JobCreate, services: ServicesDep, principal: AdminDep) -> JobPublic:
-    """Idempotent: an existing job with as many tasks keeps its done work (only meta is replaced)."""
+    """Idempotent: an existing job with as many tasks keeps its done work (only meta is replaced);
+    a meta naming another ``version`` than the job recorded is a 409 Conflict (``joined_meta``)."""
     return job_public(services.tasks.create_job(job, body.payloads, body.meta))
 
 
