@@ -95,6 +95,9 @@ class VersionDataset(Dataset):
         records = _files(catalog.list_records(dataset, version.seq, prefix=prefix), where)
         if not records:
             raise _empty_selection(name, prefix, where)
+        check_records = getattr(source, "check_records", None)
+        if check_records is not None:  # MountSource: a record its mount cannot show (review44)
+            check_records(records)
         made = cls(records, source, transform)
         made.version = name
         return made

@@ -138,6 +138,8 @@ class MountSource:
         self._pinned: str | None = None
         self._read_root = self.root
         self._mount: int | None = None
+        # the read root is a datahub mount's root, whose name ``.datahub`` is the mount's own file
+        self._at_mount_root = False
 
     def check_version(self, dataset: str, seq: int) -> None:
         """Refuse a datahub mount's directory of another version than ``dataset@v<seq>``.
@@ -202,6 +204,39 @@ class MountSource:
                 )
             self._pinned, self._read_root = shown, self.root.resolve()
             self._mount = self._mount_of(self._read_root)
+            found = self._mount_info(self.root)
+            self._at_mount_root = found is not None and found[1] == () and "bound" not in found[2]
+
+    def shadowed(self, key: str) -> bool:
+        """Whether the file of ``key`` is hidden by the mount's own ``.datahub`` (``MOUNT_INFO``).
+
+        A bucket snapshot mount shows the bucket's keys at its root, where it answers the name
+        ``.datahub`` with its own generated file (which snapshot it shows; not listed), so the
+        bucket's object ``.datahub`` read as the mount's JSON, and any key below ``.datahub/``
+        failed with a bare NotADirectoryError (review44). Below the root (a version's
+        directory, ``sub/.datahub``) the name is a record's like any other."""
+        return self._at_mount_root and key.split("/", 1)[0] == MOUNT_INFO
+
+    def check_records(self, records: Sequence[Record]) -> None:
+        """Refuse a selection holding a record this mount cannot show (``shadowed``), before an
+        epoch starts rather than at its read (``VersionDataset.from_catalog`` calls it)."""
+        if self._at_mount_root:
+            for record in records:
+                if self.shadowed(record.key):
+                    raise self._shadowed_error(record.key)
+
+    def _shadowed_error(self, key: str) -> InvalidInput:
+        name, _, version = str(self._pinned).partition("@")
+        return InvalidInput(
+            f"record {key!r} of {self._pinned} cannot be read through the datahub mount at "
+            f"{self._read_root}: at its root the name {MOUNT_INFO} is the mount's own file (which "
+            f"snapshot it shows), which hides the record's file, so its bytes would be the mount's. "
+            f"Read it through the cache (CacheSource), or mount {self._pinned} as a version "
+            f"(`datahub mount MNT {self._pinned}`: its keys are below MNT/{name}/{version}, where "
+            "no name is the mount's), or leave it out of the selection (from_catalog's prefix=, where=)",
+            key=key,
+            version=self._pinned,
+        )
 
     def _version_top(self, directory: Path) -> Path | None:
         """The directory whose paths are the keys of the version ``directory`` shows: the
@@ -286,6 +321,8 @@ class MountSource:
         return versions[0] if len(versions) == 1 else None  # a bucket snapshot: MOUNT/<key>
 
     def read(self, record: Record, offset: int = 0, size: int | None = None) -> bytes:
+        if self.shadowed(record.key):
+            raise self._shadowed_error(record.key)
         try:
             fh = open_file(self._read_root / record.key)  # no isatty() ioctl (datahub.torch.files)
         except FileNotFoundError:
