@@ -21,6 +21,12 @@ class JobCreate(RequestModel):
 class Claim(RequestModel):
     worker: str = Field(min_length=1, max_length=256, description="a display label, not an identity")
     lease_seconds: float = _LEASE
+    claim_id: str = Field(
+        default="",
+        max_length=64,
+        description="the caller's id for this claim, the same on a retry: a repeated id answers the "
+        "task claimed under it while the caller still holds it (none: always a fresh claim)",
+    )
 
 
 class Renewal(RequestModel):

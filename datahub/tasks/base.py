@@ -50,6 +50,7 @@ __all__ = [
     "TaskQueue",
     "joined_meta",
     "lease_lost",
+    "new_claim_id",
     "new_lease",
 ]
 
@@ -70,6 +71,11 @@ class Task:
 
 def new_lease() -> str:
     """An unguessable lease id: 128 random bits, so a lease cannot be named, only be held."""
+    return secrets.token_urlsafe(16)
+
+
+def new_claim_id() -> str:
+    """A caller's id for one claim (``TaskQueue.claim``'s ``claim_id``), sent again on a retry."""
     return secrets.token_urlsafe(16)
 
 
@@ -150,11 +156,21 @@ class TaskQueue(abc.ABC):
         """Meta and per-state counts; JobNotFound naming the job if absent."""
 
     @abc.abstractmethod
-    def claim(self, job: str, worker: str, lease_seconds: float, *, holder: str = "") -> Task | None:
+    def claim(
+        self, job: str, worker: str, lease_seconds: float, *, holder: str = "", claim_id: str = ""
+    ) -> Task | None:
         """Atomically take the lowest-numbered TODO task, or a DOING task whose lease expired.
 
         The returned task carries a new ``lease`` id, recorded with ``holder``; ``worker`` is
         only a label. None when nothing is claimable right now (all DONE/FAILED, or leased).
+
+        ``claim_id`` (``new_claim_id``, made once per claim by the caller and sent again when it
+        retries): a claim repeating the id of a task ``holder`` still holds (DOING, taken under
+        that id, not stolen since) answers that same task and lease, its lease extended by
+        ``lease_seconds``, instead of taking another. Why: over an API server a claim the server
+        made whose answer was lost (a cut connection, a timeout) left its task leased to nobody
+        who knew it, and the retry took the next task: the epoch stalled on the first until
+        its lease expired (review44). "" (none) always claims afresh.
         """
 
     @abc.abstractmethod

@@ -7,10 +7,11 @@ this object is not used), so workers on hosts with skewed clocks still agree. Th
 records the token's principal as each lease's holder (``holder`` here is ignored: the caller's
 word is not proof), and only the claim's answer carries the lease id; listings never do.
 
-A retried call after a lost answer is safe for reads, create (idempotent), renew and release;
-a repeated ``complete``/``fail`` of a task the first attempt already finished answers
-LeaseLost, and a repeated ``claim`` may leave the first claim's task leased until its lease
-expires, when another worker steals it (the queue's usual recovery).
+A retried call after a lost answer is safe for reads, create (idempotent), renew, release and
+claim (each claim sends a claim id, the same on every retry, and the server answers a repeated
+id with the task it claimed under it: before review44 the retry took another task and the
+first stayed leased to nobody until its lease expired, stalling the epoch's end); a repeated
+``complete``/``fail`` of a task the first attempt already finished answers LeaseLost.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from datahub.api_client import ApiClient
-from datahub.tasks.base import Job, Task, TaskQueue
+from datahub.tasks.base import Job, Task, TaskQueue, new_claim_id
 
 
 class HttpTaskQueue(TaskQueue):
@@ -44,9 +45,13 @@ class HttpTaskQueue(TaskQueue):
         what = f"task job {job!r}"
         return self._api.decode(what, _job, self._api.json("GET", self._path(job), what=what))
 
-    def claim(self, job: str, worker: str, lease_seconds: float, *, holder: str = "") -> Task | None:
+    def claim(
+        self, job: str, worker: str, lease_seconds: float, *, holder: str = "", claim_id: str = ""
+    ) -> Task | None:
+        """``claim_id``: made here when not given, and sent again by each retry of this call, so
+        a retry after a lost answer gets the task the server claimed (``TaskQueue.claim``)."""
         what = f"claim a task of job {job!r}"
-        body = {"worker": worker, "lease_seconds": lease_seconds}
+        body = {"worker": worker, "lease_seconds": lease_seconds, "claim_id": claim_id or new_claim_id()}
         answer = self._api.json("POST", self._path(job, "claim"), what=what, json=body)
         return self._api.decode(what, lambda a: _task(a["task"]) if a["task"] is not None else None, answer)
 

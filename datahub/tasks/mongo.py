@@ -136,9 +136,19 @@ class MongoTaskQueue(TaskQueue):
             self._jobs.delete_one({"_id": job})
             self._tasks.delete_many({"job": job})
 
-    def claim(self, job: str, worker: str, lease_seconds: float, *, holder: str = "") -> Task | None:
+    def claim(
+        self, job: str, worker: str, lease_seconds: float, *, holder: str = "", claim_id: str = ""
+    ) -> Task | None:
         now = self.clock()
         with _translated(f"claim a task of job {job}"):
+            if claim_id:  # a retry of a claim made already, whose answer was lost: the same task
+                doc = self._tasks.find_one_and_update(
+                    {"job": job, "state": DOING, "claim": claim_id, "holder": holder},
+                    {"$set": {"lease_until": now + lease_seconds}},
+                    return_document=pymongo.ReturnDocument.AFTER,
+                )
+                if doc is not None:
+                    return _task(doc)
             for state_filter in ({"state": TODO}, {"state": DOING, "lease_until": {"$lte": now}}):
                 doc = self._tasks.find_one_and_update(
                     {"job": job, **state_filter},
@@ -149,6 +159,7 @@ class MongoTaskQueue(TaskQueue):
                             "lease_until": now + lease_seconds,
                             "lease": new_lease(),
                             "holder": holder,
+                            "claim": claim_id,
                         },
                         "$inc": {"attempts": 1},
                     },

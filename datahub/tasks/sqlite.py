@@ -45,12 +45,17 @@ CREATE TABLE IF NOT EXISTS datahub_tasks (
     attempts INTEGER NOT NULL DEFAULT 0, result TEXT NOT NULL DEFAULT '{}',
     error TEXT NOT NULL DEFAULT '', updated_at REAL NOT NULL,
     lease TEXT NOT NULL DEFAULT '', holder TEXT NOT NULL DEFAULT '',
+    claim TEXT NOT NULL DEFAULT '',
     PRIMARY KEY (job, idx)
 );
 CREATE INDEX IF NOT EXISTS datahub_tasks_claim ON datahub_tasks (job, state, idx);
 """
 _COLUMNS = "job, idx, state, payload, owner, lease_until, attempts, result, error, lease"
-_ADDED = {"lease": "lease TEXT NOT NULL DEFAULT ''", "holder": "holder TEXT NOT NULL DEFAULT ''"}
+_ADDED = {
+    "lease": "lease TEXT NOT NULL DEFAULT ''",
+    "holder": "holder TEXT NOT NULL DEFAULT ''",
+    "claim": "claim TEXT NOT NULL DEFAULT ''",  # the claim id a task was taken under (review44)
+}
 
 
 class SqliteTaskQueue(TaskQueue):
@@ -126,13 +131,23 @@ class SqliteTaskQueue(TaskQueue):
             db.execute("DELETE FROM datahub_task_jobs WHERE job=?", (job,))
 
     # --- tasks -------------------------------------------------------------------------------
-    def claim(self, job: str, worker: str, lease_seconds: float, *, holder: str = "") -> Task | None:
+    def claim(
+        self, job: str, worker: str, lease_seconds: float, *, holder: str = "", claim_id: str = ""
+    ) -> Task | None:
         now = self.clock()
         with self._tx() as db:
+            if claim_id:  # a retry of a claim made already, whose answer was lost: the same task
+                row = db.execute(
+                    f"""UPDATE datahub_tasks SET lease_until=?, updated_at=?
+                        WHERE job=? AND state=? AND claim=? AND holder=? RETURNING {_COLUMNS}""",
+                    (now + lease_seconds, now, job, DOING, claim_id, holder),
+                ).fetchone()
+                if row:
+                    return _task(row)
             row = db.execute(
                 f"""UPDATE datahub_tasks
                     SET state=?, owner=?, lease_until=?, attempts=attempts+1, updated_at=?,
-                        lease=?, holder=?
+                        lease=?, holder=?, claim=?
                     WHERE job=? AND idx = (
                         SELECT idx FROM datahub_tasks
                         WHERE job=? AND (state=? OR (state=? AND lease_until <= ?))
@@ -145,6 +160,7 @@ class SqliteTaskQueue(TaskQueue):
                     now,
                     new_lease(),
                     holder,
+                    claim_id,
                     job,
                     job,
                     TODO,

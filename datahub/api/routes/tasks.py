@@ -167,7 +167,9 @@ def delete_job(job: JobPath, services: ServicesDep, principal: AdminDep) -> Resp
 
 @router.post("/{job}/claim")
 def claim(job: JobPath, body: Claim, services: ServicesDep, principal: WorkerDep) -> Claimed:
-    task = services.tasks.claim(job, body.worker, body.lease_seconds, holder=principal.name)
+    task = services.tasks.claim(
+        job, body.worker, body.lease_seconds, holder=principal.name, claim_id=body.claim_id
+    )
     return Claimed(task=task_public(task, with_lease=True) if task is not None else None)
 
 
