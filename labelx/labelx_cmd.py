@@ -16,6 +16,7 @@ import threading
 import warnings
 
 from datahub.errors import AccessDenied, InvalidInput, NotFound
+from datahub.words import counted
 
 # what gives LabelX's callers an identity once authentication is on (check_bind's advice)
 ACCOUNTS = (
@@ -301,7 +302,7 @@ def _replace_password(name: str, pw_hash: str, ctx) -> int:
             "tokens_revoked": tokens,
             "removed": str(demo) if stale else None,
         },
-        text=f"{name}: {sessions} session(s) ended, {tokens} API token(s) revoked"
+        text=f"{name}: {counted(sessions, 'session')} ended, {counted(tokens, 'API token')} revoked"
         + (f"; removed {demo}, which held the old password" if stale else ""),
     )
     return 0
@@ -427,7 +428,10 @@ def _idle_annotators(service, project, members: list[str], *, claim: bool) -> st
         if size
         else "there are fewer items than annotators"
     )
-    split = f"{len(tasks)} task(s) of up to {project.task_size} items for {len(members)} annotators"
+    split = (
+        f"{counted(len(tasks), 'task')} of up to {counted(project.task_size, 'item')} for "
+        f"{counted(len(members), 'annotator')}"
+    )
     if claim:
         return (
             f"{project.name}: {split}: {len(members) - len(tasks)} of them will find no task to take; {fix}"
@@ -460,7 +464,7 @@ def _preannotate(args, ctx) -> int:
             ) from exc
         if unmatched:  # predictions over a whole dataset for a project of part of it: said, not refused
             print(
-                f"note: {len(unmatched)} key(s) of the predictions name no item of project {project.name} "
+                f"note: {counted(len(unmatched), 'key')} of the predictions name no item of project {project.name} "
                 f"(first: {unmatched[0]!r}); they were left out",
                 file=ctx.err,
             )

@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from datahub.console.context import CliContext, author_or_default
+from datahub.words import counted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,11 +66,9 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         )
     elif report.version is None:
         head = f"{report.dataset}@v{report.base}"
-        text = f"no changes: {head} already matches {report.source}; no version created ({report.scanned} objects)"
+        text = f"no changes: {head} already matches {report.source}; no version created ({counted(report.scanned, 'object')})"
     else:
-        text = (
-            f"committed {report.dataset}@v{report.version.seq}: {counts} ({report.scanned} objects scanned)"
-        )
+        text = f"committed {report.dataset}@v{report.version.seq}: {counts} ({counted(report.scanned, 'object')} scanned)"
     ctx.emit(
         {
             "dataset": report.dataset,
