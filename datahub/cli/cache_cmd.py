@@ -32,13 +32,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=stats)
 
     pin = csub.add_parser("pin", help="keep a dataset version on disk (and warm it) until unpinned")
-    pin.add_argument("version", metavar="DATASET@VERSION")
+    pin.add_argument("version", metavar="DATASET@VERSION", help="the version to keep (pets@3, pets@golden)")
     pin.add_argument("--prefix", default="", help="only records whose key starts with this")
     pin.add_argument("--no-prefetch", action="store_true", help="record the pin without warming the pages")
     pin.set_defaults(func=pin_version)
 
     unpin = csub.add_parser("unpin", help="let a pinned version be evicted again")
-    unpin.add_argument("version", metavar="DATASET@VERSION")
+    unpin.add_argument(
+        "version", metavar="DATASET@VERSION", help="the pinned version (as cache pins lists it)"
+    )
     unpin.set_defaults(func=unpin_version)
 
     pins = csub.add_parser("pins", help="list pins")
@@ -48,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_journals_parsers(csub)  # `cache journals`, `cache forget-journal`: the shared tier's journal prefixes
 
     pf = sub.add_parser("prefetch", help="warm the cache with a dataset version (resumable)")
-    pf.add_argument("version", metavar="DATASET@VERSION")
+    pf.add_argument("version", metavar="DATASET@VERSION", help="the version to warm (pets@3, pets@golden)")
     pf.add_argument("--prefix", default="", help="only records whose key starts with this")
     pf.set_defaults(func=prefetch)
 

@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="one change a line: put, delete or patch (docs/cli.md)",
     )
     p.add_argument("--base", type=int, default=None, help="version the changes apply to (default: head)")
-    p.add_argument("-m", "--message", default="")
+    p.add_argument("-m", "--message", default="", help="the new version's message")
     p.add_argument("--author", default=None, help="default: the current user")
     p.add_argument("--commit-id", default=None, help="idempotency key: a retry returns the same version")
     p.set_defaults(func=run)

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("source", help="s3://bucket/prefix, /local/dir, file:///dir or manifest.jsonl")
     p.add_argument("--to", dest="dataset", required=True, help="dataset (created if missing)")
     p.add_argument("--copy", action="store_true", help="copy bytes under the datahub-managed prefix")
-    p.add_argument("-m", "--message", default="")
+    p.add_argument("-m", "--message", default="", help="the new version's message (default: import SRC)")
     p.add_argument("--author", default=None, help="default: the current user")
     p.set_defaults(func=run, creates_catalog=True)
 
