@@ -50,6 +50,7 @@ from datahub.errors import (
     StorageError,
     VersionNotFound,
 )
+from datahub.words import counted
 
 DATASET = "sample"
 CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
@@ -285,7 +286,7 @@ def import_sample(demo: Demo) -> None:
     if head is not None:
         manifest = demo.sample_dir / "manifest.jsonl"
         demo.say(
-            f"[import] {DATASET} exists (latest v{head.seq}, {head.record_count} records): left as it is, "
+            f"[import] {DATASET} exists (latest v{head.seq}, {counted(head.record_count, 'record')}): left as it is, "
             f"not imported again, so your versions stay; to import the sample on purpose: "
             f"{demo.cli} import {manifest} --to {DATASET}"
         )

@@ -4,7 +4,8 @@ It mounts ``sample@latest`` read-only (a background daemon, unmounted when the d
 stops; noted in ``<home>/demo.mount``, so that a killed demo's daemon is the one mount the
 next demo unmounts at ``<home>/mnt``: any other there stays, and the step is skipped) and runs a torch DataLoader epoch over the mounted files twice (Pillow decode
 through ``datahub.torch.image_loader``, the loader docs/torch.md shows; two worker
-processes), then once over the sample's own files on local disk. It prints images/s for
+processes), then once over the same files on local disk (the version's records' own files,
+``epoch_files``). It prints images/s for
 each and the ratio: a lone figure would leave a new user guessing whether it is good.
 torch and Pillow are imported only in a child process that runs the epochs.
 """
@@ -51,8 +52,10 @@ def mount_and_epoch(demo) -> None:  # demo: datahub.demo.Demo
     remember_mount(demo.config.home_path, mnt)
     root = mnt / DATASET / "latest"
     demo.say(f"[mount] {DATASET}@latest mounted read-only at {mnt} ({os.readlink(root)})")
-    dirs = {"epoch 1 over the mount": root, "epoch 2 over the mount": root}
-    dirs["the same epoch over the sample's files on local disk"] = demo.sample_dir / "images"
+    seq = int(os.readlink(root).removeprefix("v"))
+    mounted, local = epoch_files(demo, seq, root)
+    dirs = {"epoch 1 over the mount": mounted, "epoch 2 over the mount": mounted}
+    dirs["the same epoch over the same files on local disk"] = local
     epochs: list[tuple[int, float]] = []
     for what, epoch in zip(dirs, _epochs_in_child(list(dirs.values())), strict=False):
         if isinstance(epoch, str):
@@ -74,6 +77,45 @@ def mount_and_epoch(demo) -> None:  # demo: datahub.demo.Demo
         f"Mounted: ls {shlex.quote(str(root))}   (unmounted when the demo stops; by hand: "
         f"{demo.cli} umount {shlex.quote(str(mnt))})"
     ]
+
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def epoch_files(demo, seq: int, root: Path) -> tuple[list[Path], list[Path]]:  # demo: datahub.demo.Demo
+    """The files the epochs read: the mounted version's images, through the mount and on local
+    disk, in the same order, one local file per mounted one.
+
+    Why: the local baseline read every JPEG under the sample's directory, 300 of them, while the
+    mount showed the version's 299 (a record removed since the import): the ratio compared two
+    different epochs. A record's local file is the one it was imported from (a ``file://`` URL
+    of the same size); one that has none (committed by LabelX, imported from S3) is copied from
+    the mount to ``<home>/epoch-local`` first, so the baseline still reads it from local disk."""
+    from urllib.parse import unquote, urlsplit
+
+    copies = demo.config.home_path / "epoch-local"
+    mounted, local = [], []
+    for record in demo.catalog.list_records(DATASET, seq):
+        if not record.key.lower().endswith(IMAGE_SUFFIXES):
+            continue
+        through = root / record.key
+        url = urlsplit(record.url)
+        own = Path(unquote(url.path)) if url.scheme == "file" else None
+        if own is None or not _same_size(own, record.size):
+            own = copies / record.key
+            if not _same_size(own, record.size):
+                own.parent.mkdir(parents=True, exist_ok=True)
+                own.write_bytes(through.read_bytes())
+        mounted.append(through)
+        local.append(own)
+    return mounted, local
+
+
+def _same_size(path: Path, size: int) -> bool:
+    try:
+        return path.stat().st_size == size
+    except OSError:
+        return False
 
 
 DEMO_MOUNT = (
@@ -165,12 +207,19 @@ def busy_note(load: float | None = None, cores: int | None = None) -> str:
     )
 
 
-def _epochs_in_child(dirs: list[Path]) -> Iterator[tuple[int, float] | str]:
+def _epochs_in_child(lists: list[list[Path]]) -> Iterator[tuple[int, float] | str]:
     """The epochs, run by a child process: torch stays out of the demo's own process, which
     goes on serving the API (300 MB less resident) and exits at Ctrl-C without tearing torch
-    down (seconds of CPU). Yields (images, seconds) per directory as each epoch ends, or, if
-    the child fails, its last words."""
-    cmd = [sys.executable, "-m", "fuse_adapter.demo_step", *map(str, dirs)]
+    down (seconds of CPU). Each epoch reads one list of files (given to the child as a JSON
+    file). Yields (images, seconds) per list as each epoch ends, or, if the child fails, its
+    last words."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as listed:
+        json.dump([[str(p) for p in files] for files in lists], listed)
+        listed.flush()
+        yield from _run_child([sys.executable, "-m", "fuse_adapter.demo_step", listed.name])
+
+
+def _run_child(cmd: list[str]) -> Iterator[tuple[int, float] | str]:
     with tempfile.TemporaryFile("w+") as err:  # a file, not a pipe: it never fills up
         with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True) as proc:
             assert proc.stdout is not None
@@ -182,13 +231,11 @@ def _epochs_in_child(dirs: list[Path]) -> Iterator[tuple[int, float] | str]:
             yield (err.read().strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
 
 
-def _epoch(root: Path) -> tuple[int, float]:
+def _epoch(files: list[str]) -> tuple[int, float]:
     import torch
     from torch.utils.data import DataLoader, Dataset
 
     from datahub.torch import image_loader  # no isatty() ioctl per file (docs/torch.md)
-
-    files = sorted(str(p) for p in root.rglob("*.jpg"))
 
     class Images(Dataset):
         def __len__(self) -> int:
@@ -203,6 +250,6 @@ def _epoch(root: Path) -> tuple[int, float]:
     return n, time.perf_counter() - start
 
 
-if __name__ == "__main__":  # the child of _epochs_in_child: one "images seconds" line per directory
-    for arg in sys.argv[1:]:
-        print(*_epoch(Path(arg)), flush=True)
+if __name__ == "__main__":  # the child of _epochs_in_child: one "images seconds" line per list
+    for files in json.loads(Path(sys.argv[1]).read_text()):
+        print(*_epoch(files), flush=True)

@@ -178,7 +178,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_mount)
 
     u = sub.add_parser("umount", help="flush (workspace) and unmount; also cleans up after a crashed mount")
-    u.add_argument("mountpoint")
+    u.add_argument("mountpoint", help="the directory a datahub mount is mounted on")
     u.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for a flush (default 600)")
     u.set_defaults(func=run_umount)
 

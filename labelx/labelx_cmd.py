@@ -16,6 +16,7 @@ import threading
 import warnings
 
 from datahub.errors import AccessDenied, InvalidInput, NotFound
+from datahub.words import counted
 
 # what gives LabelX's callers an identity once authentication is on (check_bind's advice)
 ACCOUNTS = (
@@ -29,8 +30,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = p.add_subparsers(dest="labelx_command", metavar="ACTION", required=True)
 
     s = sub.add_parser("serve", help="run the LabelX web UI and API")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8090)
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default %(default)s)")
+    s.add_argument("--port", type=int, default=8090, help="port to listen on (default %(default)s)")
     s.add_argument("--secure-cookies", action="store_true", help="mark cookies Secure (behind a TLS proxy)")
     s.add_argument(
         "--auth",
@@ -42,27 +43,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_serve, creates_catalog=True)
 
     s = sub.add_parser("create-user", help="add a user (password from $LABELX_PASSWORD or a prompt)")
-    s.add_argument("name")
-    s.add_argument("--role", choices=("annotator", "reviewer", "admin"), default="annotator")
+    s.add_argument("name", help="the new user's name")
+    s.add_argument(
+        "--role",
+        choices=("annotator", "reviewer", "admin"),
+        default="annotator",
+        help="what the user may do (default %(default)s)",
+    )
     s.set_defaults(func=_create_user, creates_catalog=True)  # the first step on a new home
 
     s = sub.add_parser(
         "set-password",
         help="give a user a new password (from $LABELX_PASSWORD or a prompt); ends their sessions and API tokens",
     )
-    s.add_argument("name")
+    s.add_argument("name", help="the user's name")
     s.set_defaults(func=_set_password)
 
     s = sub.add_parser(
         "disable-user",
         help="take a user's account away: no password opens it, its sessions and API tokens end",
     )
-    s.add_argument("name")
+    s.add_argument("name", help="the user's name")
     s.set_defaults(func=_disable_user)
 
     s = sub.add_parser("create-token", help="create an API token for a user (printed once)")
-    s.add_argument("name")
-    s.add_argument("--description", default="")
+    s.add_argument("name", help="the user the token acts as")
+    s.add_argument("--description", default="", help="what the token is for (shown by list-tokens)")
     s.set_defaults(func=_create_token, creates_catalog=True)
 
     # as the catalog's token list and token revoke: LabelX had create-token only (newuser27)
@@ -120,17 +126,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_create_project)
 
     s = sub.add_parser("preannotate", help="attach model predictions to a project as suggestions")
-    s.add_argument("project")
+    s.add_argument("project", help="the project's name")
     src = s.add_mutually_exclusive_group(required=True)
     src.add_argument("--predictions", help="JSON-lines file: {key, value, score, model} per line")
     src.add_argument("--model", help="TorchScript file or python callable module:function")
     s.add_argument("--model-version", default="", help="name shown with each suggestion")
-    s.add_argument("--batch-size", type=int, default=16)
+    s.add_argument("--batch-size", type=int, default=16, help="images per model call (default %(default)s)")
     s.add_argument("--side", type=int, default=224, help="square input size fed to the model")
     s.set_defaults(func=_preannotate)
 
     s = sub.add_parser("commit", help="commit accepted labels as a new dataset version")
-    s.add_argument("project")
+    s.add_argument("project", help="the project's name")
     s.add_argument("--user", required=True, help="the admin doing this")
     s.add_argument("--to-dataset", default=None, help="a new dataset instead of a new version")
     # -m as datahub import/commit take it: it was "unrecognized arguments" (newuser27)
@@ -143,9 +149,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_commit)
 
     s = sub.add_parser("export", help="download labels as COCO JSON, YOLO zip or CSV")
-    s.add_argument("project")
-    s.add_argument("--format", choices=("coco", "yolo", "csv"), required=True)
-    s.add_argument("--include", choices=("accepted", "annotated"), default="accepted")
+    s.add_argument("project", help="the project's name")
+    s.add_argument("--format", choices=("coco", "yolo", "csv"), required=True, help="the file's format")
+    s.add_argument(
+        "--include",
+        choices=("accepted", "annotated"),
+        default="accepted",
+        help="accepted labels only (default), or annotated, in review and accepted ones",
+    )
     s.add_argument(
         "--raw",
         action="store_true",
@@ -301,7 +312,7 @@ def _replace_password(name: str, pw_hash: str, ctx) -> int:
             "tokens_revoked": tokens,
             "removed": str(demo) if stale else None,
         },
-        text=f"{name}: {sessions} session(s) ended, {tokens} API token(s) revoked"
+        text=f"{name}: {counted(sessions, 'session')} ended, {counted(tokens, 'API token')} revoked"
         + (f"; removed {demo}, which held the old password" if stale else ""),
     )
     return 0
@@ -427,7 +438,10 @@ def _idle_annotators(service, project, members: list[str], *, claim: bool) -> st
         if size
         else "there are fewer items than annotators"
     )
-    split = f"{len(tasks)} task(s) of up to {project.task_size} items for {len(members)} annotators"
+    split = (
+        f"{counted(len(tasks), 'task')} of up to {counted(project.task_size, 'item')} for "
+        f"{counted(len(members), 'annotator')}"
+    )
     if claim:
         return (
             f"{project.name}: {split}: {len(members) - len(tasks)} of them will find no task to take; {fix}"
@@ -460,7 +474,7 @@ def _preannotate(args, ctx) -> int:
             ) from exc
         if unmatched:  # predictions over a whole dataset for a project of part of it: said, not refused
             print(
-                f"note: {len(unmatched)} key(s) of the predictions name no item of project {project.name} "
+                f"note: {counted(len(unmatched), 'key')} of the predictions name no item of project {project.name} "
                 f"(first: {unmatched[0]!r}); they were left out",
                 file=ctx.err,
             )

@@ -28,6 +28,7 @@ from typing import Any
 
 from datahub.api.access import Principal, require, require_creatable
 from datahub.catalog.filter import RecordFilter
+from datahub.catalog.model import Version
 from datahub.errors import (
     AccessDenied,
     Conflict,
@@ -38,6 +39,7 @@ from datahub.errors import (
     VersionNotFound,
 )
 from datahub.validation import check_name, check_prefix
+from datahub.words import counted
 from labelx.entities import Item, NewItem, Project, Task, User
 from labelx.schema import LabelSchema, export_clash, parse_schema
 from labelx.store import LabelStore
@@ -249,6 +251,8 @@ class LabelService:
                 "name each annotator once (a typo for another name?)"
             )
         version = self.catalog.resolve(dataset, ref)
+        if version.record_count == 0:
+            raise self._empty_version(name, version)
         members = [self.store.user_by_name(n).id for n in named]
         records = self.catalog.list_records(dataset, version.seq, prefix=prefix, where=flt)
         items = (
@@ -274,6 +278,28 @@ class LabelService:
             items=items,
             annotators=members,
             round_robin=round_robin,
+        )
+
+    def _empty_version(self, name: str, version: Version) -> InvalidInput:
+        """Why a project on an empty version is refused, and what to do (newuser44).
+
+        It said "no records of d@v2 match the prefix/filter" though none was given, and only
+        how to list the version (which lists nothing): the version has no record to label, and
+        what helps is adding records to the dataset, or choosing a version that holds some."""
+        dataset = version.dataset
+        held = next((v for v in self.catalog.log(dataset) if v.record_count and v.seq < version.seq), None)
+        earlier = (
+            f", or on v{held.seq}, which holds {counted(held.record_count, 'record')} (the Version field, "
+            f"or --version {held.seq})"
+            if held is not None
+            else ""
+        )
+        return InvalidInput(
+            f"project {name!r} would have nothing to label: {dataset}@v{version.seq} holds no records. "
+            f"Add records to {dataset} with `datahub import SRC --to {dataset}` or "
+            f"`datahub commit {dataset} --changes FILE.jsonl`, then create the project on the new version{earlier}",
+            dataset=dataset,
+            version=version.seq,
         )
 
     def projects_for(self, user: User) -> list[Project]:

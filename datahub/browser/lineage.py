@@ -216,9 +216,21 @@ def _layout(graph: Graph, row_of_seq: dict[int, int]) -> None:
 
 
 def _route(edge: Edge, a: Node, b: Node) -> Edge:
-    if a.column == b.column:  # down the middle column: a curve on the right side
+    """The path of ``edge`` from ``a``'s border to ``b``'s, each end at a point of its own.
+
+    Why: every edge down the middle column was a curve from the right edge's middle to the
+    right edge's middle, and every edge out to a product left from that middle too: the head
+    of ``v2 -> v3`` touched the start of ``v3 -> v4`` and of ``v3 -> packed@v1``, and the chain
+    read as one line with no direction (newuser44). A version made from the one right above it
+    gets a straight arrow down the gap between them; a curve to one further down leaves the
+    right edge low (below the middle, where edges out leave) and comes in high."""
+    if a.column == b.column and b.row == a.row + 1:  # the next row: straight down the gap
+        x = a.x + NODE_W // 2
+        y1, y2 = a.y + NODE_H, b.y
+        return _with(edge, f"M{x},{y1} L{x},{y2}", x + 8, (y1 + y2) // 2 + 4)
+    if a.column == b.column:  # further down (or up) the middle column: a curve on the right side
         x = a.x + NODE_W
-        y1, y2 = a.y + NODE_H // 2, b.y + NODE_H // 2
+        y1, y2 = a.y + NODE_H * 3 // 4, b.y + NODE_H // 4
         bulge = x + 40 + 6 * abs(b.row - a.row)
         path = f"M{x},{y1} C{bulge},{y1} {bulge},{y2} {x},{y2}"
         return _with(edge, path, bulge - 12, (y1 + y2) // 2)

@@ -50,6 +50,7 @@ from datahub.cache.scheduler import OriginScheduler
 from datahub.cache.tier import TIER_ERRORS, Tier
 from datahub.errors import Cancelled, DatahubError
 from datahub.storage.base import ObjectRef
+from datahub.words import counted
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class PrefetchReport:
         """One line for a person (the CLI, a mount's log), never the dataclass's repr."""
         mib = self.bytes_fetched / 2**20
         line = (
-            f"{self.objects} objects: {self.pages_fetched} pages fetched ({mib:.1f} MiB), "
+            f"{counted(self.objects, 'object')}: {counted(self.pages_fetched, 'page')} fetched ({mib:.1f} MiB), "
             f"{self.pages_cached} already cached, {self.failed} failed"
         )
         if self.budget_reached:

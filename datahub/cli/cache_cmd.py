@@ -19,6 +19,7 @@ from datahub.cli.journals_cmd import add_journals_parsers
 from datahub.cli.version_cmd import split_ref
 from datahub.console.context import CliContext, shown
 from datahub.validation import check_prefix
+from datahub.words import counted
 
 TIER_COLUMNS = ("tier", "used", "limit", "pages", "hits", "misses", "hit_ratio", "evictions", "promotions", "demotions", "errors", "corrupt")  # fmt: skip
 
@@ -31,13 +32,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=stats)
 
     pin = csub.add_parser("pin", help="keep a dataset version on disk (and warm it) until unpinned")
-    pin.add_argument("version", metavar="DATASET@VERSION")
+    pin.add_argument("version", metavar="DATASET@VERSION", help="the version to keep (pets@3, pets@golden)")
     pin.add_argument("--prefix", default="", help="only records whose key starts with this")
     pin.add_argument("--no-prefetch", action="store_true", help="record the pin without warming the pages")
     pin.set_defaults(func=pin_version)
 
     unpin = csub.add_parser("unpin", help="let a pinned version be evicted again")
-    unpin.add_argument("version", metavar="DATASET@VERSION")
+    unpin.add_argument(
+        "version", metavar="DATASET@VERSION", help="the pinned version (as cache pins lists it)"
+    )
     unpin.set_defaults(func=unpin_version)
 
     pins = csub.add_parser("pins", help="list pins")
@@ -47,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_journals_parsers(csub)  # `cache journals`, `cache forget-journal`: the shared tier's journal prefixes
 
     pf = sub.add_parser("prefetch", help="warm the cache with a dataset version (resumable)")
-    pf.add_argument("version", metavar="DATASET@VERSION")
+    pf.add_argument("version", metavar="DATASET@VERSION", help="the version to warm (pets@3, pets@golden)")
     pf.add_argument("--prefix", default="", help="only records whose key starts with this")
     pf.set_defaults(func=prefetch)
 
@@ -180,7 +183,9 @@ def stats(args: argparse.Namespace, ctx: CliContext) -> int:
         for t in tiers.values()
     ]
     ctx.emit(rows, columns=TIER_COLUMNS)
-    ctx.emit(None, text=f"counters from {len(snapshots)} running cache process(es); pins: {len(pins)}")
+    ctx.emit(
+        None, text=f"counters from {counted(len(snapshots), 'running cache process')}; pins: {len(pins)}"
+    )
     for sched in schedulers:
         ctx.emit(None, text=_scheduler_line(sched))
     for warmup in warmups:
@@ -215,7 +220,7 @@ def _warmup_line(w: dict) -> str:
     """One mount's background warm-up: whether it runs, why, and what it warmed, left and skipped."""
     why = f" ({w['reason']}: {w['scope']})" if w.get("reason") else ""
     return (
-        f"warm-up of {w['mount']} [{w['mode']}]: {w['state']}{why}; warmed {w['objects_warmed']} objects "
+        f"warm-up of {w['mount']} [{w['mode']}]: {w['state']}{why}; warmed {counted(w['objects_warmed'], 'object')} "
         f"({_human(w['bytes_warmed'])} fetched), left {w['objects_left']} ({_human(w['bytes_left'])}), "
         f"skipped {w['objects_skipped']} ({_human(w['bytes_skipped'])}) of {w['objects_total']} "
         f"({_human(w['bytes_total'])})"
@@ -228,9 +233,9 @@ def _mount_line(m: dict) -> str:
     return (
         f"opens of {m['mountpoint']} [{m['mode']}]: {m['passthrough_opens']} passthrough "
         f"({m.get('passthrough_opens_in_c', 0)} answered in C), "
-        f"{m['ordinary_opens']} through the daemon, {m['backing_ids_open']} backing files held; "
+        f"{m['ordinary_opens']} through the daemon, {counted(m['backing_ids_open'], 'backing file')} held; "
         f"READs in C [{m.get('reads_in_c', 'off')}]: {m.get('reads_answered_in_c', 0)} "
-        f"({m.get('page_files_published', 0)} page files held); "
+        f"({counted(m.get('page_files_published', 0), 'page file')} held); "
         f"requests from {m.get('requests', '/dev/fuse')}"
     )
 
@@ -239,6 +244,6 @@ def _workers_line(w: dict) -> str:
     """One daemon's fetch worker processes (cache.fetch_workers) and the cold pages they fetched."""
     return (
         f"fetch workers of pid {w['pid']}: {w['running']} running of {w['configured']}, "
-        f"{w['fetches']} pages ({_human(w['bytes'])}) fetched, {w['failovers']} failed over to the daemon, "
-        f"{w['restarts']} restarts"
+        f"{counted(w['fetches'], 'page')} ({_human(w['bytes'])}) fetched, {w['failovers']} failed over to the daemon, "
+        f"{counted(w['restarts'], 'restart')}"
     )

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 from datahub.cli.interruptible_read import open_text
 from datahub.console.context import CliContext, author_or_default
 from datahub.errors import InvalidInput
+from datahub.words import counted as in_words
 
 if TYPE_CHECKING:
     from datahub.catalog.model import Change
@@ -38,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="one change a line: put, delete or patch (docs/cli.md)",
     )
     p.add_argument("--base", type=int, default=None, help="version the changes apply to (default: head)")
-    p.add_argument("-m", "--message", default="")
+    p.add_argument("-m", "--message", default="", help="the new version's message")
     p.add_argument("--author", default=None, help="default: the current user")
     p.add_argument("--commit-id", default=None, help="idempotency key: a retry returns the same version")
     p.set_defaults(func=run)
@@ -174,5 +175,14 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
     from datahub.catalog.public import version_row
 
     data = version_row(version)
-    ctx.emit(data, text=f"committed {version.dataset}@v{version.seq}: {count} changes")
+    # what the version changed against its parent, as `import` and `derive` say it: the count of
+    # lines alone ("1 changes") said nothing of what they did (a put of an unchanged record, a
+    # delete of a missing key change nothing)
+    parent = f"v{version.parent}" if version.parent else "v0 (empty)"
+    ctx.emit(
+        data,
+        text=f"committed {version.dataset}@v{version.seq} ({in_words(version.record_count, 'record')}) "
+        f"from {in_words(count, 'change')}: {version.added} added, {version.removed} removed, "
+        f"{version.modified} modified against {parent}",
+    )
     return 0

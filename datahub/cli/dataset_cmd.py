@@ -16,8 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     dsub = p.add_subparsers(dest="dataset_command", metavar="ACTION", required=True)
 
     c = dsub.add_parser("create", help="create an empty dataset")
-    c.add_argument("name")
-    c.add_argument("--description", default="")
+    c.add_argument("name", help="the new dataset's name (letters, digits, . _ -)")
+    c.add_argument("--description", default="", help="a line saying what the dataset holds")
     c.add_argument("--source", default="", help="default source URL for imports")
     c.add_argument("--owner", default="", help="principal that administers the dataset")
     c.add_argument(
@@ -29,18 +29,30 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(func=list_)
 
     s = dsub.add_parser("show", help="one dataset and its head")
-    s.add_argument("name")
+    s.add_argument("name", help="the dataset's name")
     s.set_defaults(func=show)
 
     u = dsub.add_parser(
         "update", help="change description/source/owner, grant/revoke roles, add/remove sources"
     )
-    u.add_argument("name")
-    u.add_argument("--description")
-    u.add_argument("--source")
-    u.add_argument("--owner")
-    u.add_argument("--grant", action="append", default=[], metavar="PRINCIPAL=ROLE")
-    u.add_argument("--revoke", action="append", default=[], metavar="PRINCIPAL")
+    u.add_argument("name", help="the dataset's name")
+    u.add_argument("--description", help="replace the description")
+    u.add_argument("--source", help="replace the default source URL for imports")
+    u.add_argument("--owner", help="replace the principal that administers the dataset")
+    u.add_argument(
+        "--grant",
+        action="append",
+        default=[],
+        metavar="PRINCIPAL=ROLE",
+        help="give PRINCIPAL a role: reader, writer or admin (repeat)",
+    )
+    u.add_argument(
+        "--revoke",
+        action="append",
+        default=[],
+        metavar="PRINCIPAL",
+        help="take PRINCIPAL's role away (repeat)",
+    )
     u.add_argument(
         "--add-source",
         action="append",
@@ -48,7 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="PREFIX",
         help="global admins: let writers commit record URLs under PREFIX (s3://bucket/team/)",
     )
-    u.add_argument("--remove-source", action="append", default=[], metavar="PREFIX")
+    u.add_argument(
+        "--remove-source",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="global admins: stop letting writers commit record URLs under PREFIX",
+    )
     u.set_defaults(func=update)
 
 

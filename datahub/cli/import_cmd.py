@@ -7,6 +7,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from datahub.console.context import CliContext, author_or_default
+from datahub.words import counted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -18,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("source", help="s3://bucket/prefix, /local/dir, file:///dir or manifest.jsonl")
     p.add_argument("--to", dest="dataset", required=True, help="dataset (created if missing)")
     p.add_argument("--copy", action="store_true", help="copy bytes under the datahub-managed prefix")
-    p.add_argument("-m", "--message", default="")
+    p.add_argument("-m", "--message", default="", help="the new version's message (default: import SRC)")
     p.add_argument("--author", default=None, help="default: the current user")
     p.set_defaults(func=run, creates_catalog=True)
 
@@ -65,11 +66,9 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         )
     elif report.version is None:
         head = f"{report.dataset}@v{report.base}"
-        text = f"no changes: {head} already matches {report.source}; no version created ({report.scanned} objects)"
+        text = f"no changes: {head} already matches {report.source}; no version created ({counted(report.scanned, 'object')})"
     else:
-        text = (
-            f"committed {report.dataset}@v{report.version.seq}: {counts} ({report.scanned} objects scanned)"
-        )
+        text = f"committed {report.dataset}@v{report.version.seq}: {counts} ({counted(report.scanned, 'object')} scanned)"
     ctx.emit(
         {
             "dataset": report.dataset,

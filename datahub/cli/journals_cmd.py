@@ -25,6 +25,7 @@ import uuid
 from datahub.console.context import CliContext, shown
 from datahub.errors import Conflict, DatahubError, InvalidInput, NotFound
 from datahub.validation import check_name
+from datahub.words import counted
 
 log = logging.getLogger(__name__)
 
@@ -192,8 +193,9 @@ def adopt_journal(args: argparse.Namespace, ctx: CliContext) -> int:
         return 0
     ctx.emit(
         None,
-        text=f"adopted journal {journal} of workspace {name!r}: {len(report.files)} files "
-        f"({report.bytes} bytes), {report.directories} directories; {report.covers} small files from "
+        text=f"adopted journal {journal} of workspace {name!r}: {counted(len(report.files), 'file')} "
+        f"({counted(report.bytes, 'byte')}), {counted(report.directories, 'directory')}; "
+        f"{counted(report.covers, 'small file')} from "
         f"cover records; left out (their first close never returned): {', '.join(report.dropped) or 'none'}",
     )
     _not_adopted(ctx, report.not_adopted)
@@ -224,7 +226,7 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
     target = args.target or default_target(ctx.config, name)
     flushed = journal_objects(ctx.stores, target, name, journal)
     if not entry.objects and not entry.forgotten:  # only its prefix shows the folder is this workspace's
-        found = f"{flushed.objects} files under {flushed.url}/, but " if flushed.objects else ""
+        found = f"{counted(flushed.objects, 'file')} under {flushed.url}/, but " if flushed.objects else ""
         raise NotFound(
             f"{what}: {found}nothing under {entry.prefix} in {ctx.config.resolved_shared_url}, so "
             "no journal of that id is shown to be this workspace's (already forgotten, or a wrong id, "
@@ -266,7 +268,7 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
     total = entry.objects + flushed.objects
     if not args.yes:
         raise InvalidInput(
-            f"nothing deleted: add --yes to delete {what} ({total} objects) once that node "
+            f"nothing deleted: add --yes to delete {what} ({counted(total, 'object')}) once that node "
             "is retired and the files above are flushed and committed, or not needed",
             workspace=name,
             journal=journal,
@@ -301,8 +303,8 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
     ctx.emit(
         plan
         | {"deleted_objects": objects + files, "deleted_bytes": nbytes + fbytes, "marker_kept": not gone},
-        text=f"deleted {what}: {objects} objects, {nbytes} bytes under {entry.prefix}; {files} "
-        f"flushed files, {fbytes} bytes under {flushed.url}/{kept}",
+        text=f"deleted {what}: {counted(objects, 'object')}, {counted(nbytes, 'byte')} under {entry.prefix}; "
+        f"{counted(files, 'flushed file')}, {counted(fbytes, 'byte')} under {flushed.url}/{kept}",
     )
     return 0
 
@@ -310,16 +312,16 @@ def _forget(args: argparse.Namespace, ctx: CliContext, store, entry, guard: Leas
 def _plan_text(entry, paths: list[str], flushed, shared_url: str) -> str:
     files = sorted(flushed.sizes)
     lines = [
-        f"journal {entry.journal} of workspace {entry.workspace!r}: {entry.objects} objects, "
-        f"{entry.bytes} bytes under {entry.prefix} in {shared_url} (newest {_utc(entry.newest)})",
-        f"its cover records name {len(paths)} small file(s), acknowledged by that node and lost "
+        f"journal {entry.journal} of workspace {entry.workspace!r}: {counted(entry.objects, 'object')}, "
+        f"{counted(entry.bytes, 'byte')} under {entry.prefix} in {shared_url} (newest {_utc(entry.newest)})",
+        f"its cover records name {counted(len(paths), 'small file')}, acknowledged by that node and lost "
         "if it did not flush them:",
         *(f"  {shown(path)}" for path in paths[:SHOWN_PATHS]),  # another node's names: one line each
     ]
     if len(paths) > SHOWN_PATHS:
         lines.append(f"  ... and {len(paths) - SHOWN_PATHS} more (--json lists them all)")
     lines += [
-        f"its flushed files: {flushed.objects} objects, {flushed.bytes} bytes under {flushed.url}/ "
+        f"its flushed files: {counted(flushed.objects, 'object')}, {counted(flushed.bytes, 'byte')} under {flushed.url}/ "
         "(lost unless committed):",
         *(f"  {shown(path)}" for path in files[:SHOWN_PATHS]),
     ]

@@ -17,6 +17,7 @@ import time
 from datahub.console.context import CliContext
 from datahub.console.context import shown as for_terminal
 from datahub.errors import NotFound
+from datahub.words import counted
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -100,7 +101,7 @@ def prune(args: argparse.Namespace, ctx: CliContext) -> int:
         pruned += gone
     ctx.emit(
         {"pruned": len(pruned), "names": pruned},
-        text=f"pruned {len(pruned)} writer lease(s): free, or lapsed {lapsed_for:g} s ago or more",
+        text=f"pruned {counted(len(pruned), 'writer lease')}: free, or lapsed {lapsed_for:g} s ago or more",
     )
     return 0
 

@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     c = tsub.add_parser("create", help="issue a token (printed once; store it safely)")
     c.add_argument("--principal", required=True, help="who the token acts as (used in dataset access lists)")
     c.add_argument("--admin", action="store_true", help="global admin: every role on every dataset")
-    c.add_argument("--description", default="")
+    c.add_argument("--description", default="", help="what the token is for (shown by token list)")
     c.set_defaults(func=create, creates_catalog=True)
     ls = tsub.add_parser(
         "list",

@@ -15,6 +15,7 @@ from datahub.console.context import CliContext, as_typed, author_or_default, sho
 from datahub.console.output import output_file, written
 from datahub.errors import Conflict, InvalidInput, VersionNotFound
 from datahub.validation import check_tag, split_version
+from datahub.words import counted
 
 LOG_COLUMNS = (
     "seq",
@@ -272,7 +273,7 @@ def derive(args: argparse.Namespace, ctx: CliContext) -> int:
     )
     ctx.emit(
         version_row(version),
-        text=f"committed {version.dataset}@v{version.seq}: {version.record_count} records "
+        text=f"committed {version.dataset}@v{version.seq}: {counted(version.record_count, 'record')} "
         f"({version.added} added, {version.removed} removed, {version.modified} modified)",
     )
     return 0

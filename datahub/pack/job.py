@@ -38,6 +38,7 @@ from datahub.pack.spec import PackSpec
 from datahub.storage import ObjectStore, StoreRegistry, split_object_url
 from datahub.tasks import DONE, Job, Task, TaskQueue
 from datahub.validation import check_name
+from datahub.words import counted
 
 INDEX_FORMAT = "datahub.pack.index/1"
 INDEX_KEY = "index.json"
@@ -359,7 +360,7 @@ def _refuse_unpacked_head(catalog: Catalog, target: str, source: str) -> None:
         return
     if head is None or any(v.lineage.get("kind") == "pack" for v in catalog.log(target)):
         return
-    made = f"{target}@v{head.seq}, {head.record_count} records" + (
+    made = f"{target}@v{head.seq}, {counted(head.record_count, 'record')}" + (
         f": {head.message!r}" if head.message else ""
     )
     raise InvalidInput(

@@ -153,16 +153,37 @@ function renderItems() {
   // built once per task; later renders only touch classes (fast with 1000-item tasks)
   const list = $("items");
   if (list.children.length !== S.items.length) {
-    list.replaceChildren(...S.items.map((it, i) => el("li", { onclick: () => show(i), title: it.key },
+    list.replaceChildren(...S.items.map((it, i) => el("li", { onclick: () => show(i), title: it.key, role: "option", tabindex: "-1" },
       el("span.dot"), el("span", {}, `${i + 1}. ${it.key}`))));
   }
+  const focused = list.contains(document.activeElement) ? document.activeElement : null;
   S.items.forEach((it, i) => {
     const li = list.children[i];
     li.className = i === S.cur ? "cur" : "";
     li.firstChild.className = `dot ${it.status}`;
+    li.setAttribute("aria-selected", String(i === S.cur));
+    // one stop of Tab: the item focused in the list, else the current one
+    li.tabIndex = (focused ? li === focused : i === S.cur) ? 0 : -1;
   });
   const cur = list.children[S.cur];
   if (cur) keepInPanel(cur, list.closest(".side"));
+}
+
+/** The item list by keyboard (newuser44): Tab reaches it (the current item), ↑/↓ move through it,
+ * Home/End go to its ends, Enter (or Space) opens the item focused. It was reachable by mouse
+ * only; its keys stop here, so ← → and Enter keep their page-wide meaning elsewhere. */
+function listKeys(ev) {
+  const li = ev.target.closest("#items > li");
+  if (!li || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  const list = $("items"), at = Array.prototype.indexOf.call(list.children, li);
+  const to = { ArrowDown: at + 1, ArrowUp: at - 1, Home: 0, End: list.children.length - 1 }[ev.key];
+  if (to !== undefined) {
+    const next = list.children[Math.max(0, Math.min(list.children.length - 1, to))];
+    li.tabIndex = -1; next.tabIndex = 0;
+    next.focus({ preventScroll: true }); keepInPanel(next, list.closest(".side"));
+  } else if (ev.key === "Enter" || ev.key === " ") show(at);
+  else return;
+  ev.preventDefault(); ev.stopPropagation();
 }
 
 /** Keep the current item in view by scrolling the side panel, and only it. scrollIntoView
@@ -401,6 +422,11 @@ function toggleKeys() {
   d.showModal();
 }
 
+const PRESSABLE = "button, a[href], summary, [role=button]";
+let clicked = null;  // the button last pressed with a pointer, while it keeps the focus
+document.addEventListener("pointerdown", ev => { clicked = ev.target.closest(PRESSABLE); }, true);
+document.addEventListener("focusin", ev => { if (ev.target !== clicked) clicked = null; }, true);
+
 document.addEventListener("keydown", ev => {
   if (!S.view || ev.target.closest("input, textarea, select")) return;
   if ($("keys").open) {  // the help is on top: ? closes it (Esc and Enter on Close do natively)
@@ -409,6 +435,12 @@ document.addEventListener("keydown", ev => {
   }
   if (ev.ctrlKey && ev.key.toLowerCase() === "z") { undo(); ev.preventDefault(); return; }
   if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  // Enter on a button reached with the keyboard (Tab) presses it, as everywhere else: the page
+  // took every Enter for "confirm and next", so a keyboard user could press no button with it
+  // (newuser44). On a button the mouse pressed (it keeps the focus) Enter still confirms, so
+  // Enter after clicking a class does not click that class again.
+  const pressable = ev.key === "Enter" ? ev.target.closest(PRESSABLE) : null;
+  if (pressable && pressable !== clicked) return;
   const k = ev.key.toLowerCase();
   const cls = S.schema.classes.find(c => c.key === k);
   const run = cls ? () => classKey(cls) : KEYS.find(b => b.keys.includes(k))?.run;
@@ -568,6 +600,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("submit").onclick = submitTask;
   $("keys-open").onclick = () => { if (S.view) toggleKeys(); };
   $("keys-close").onclick = () => $("keys").close();
+  $("items").addEventListener("keydown", listKeys);
   new ResizeObserver(fitImage).observe($("stage"));  // the window, or a banner shown above it
   load().catch(e => banner(e.message, true));
 });

@@ -128,18 +128,42 @@ function chartWidth(container) {
   return Math.max(240, Math.round(container.clientWidth) || 560);
 }
 
-/** Horizontal stacked bar chart: rows [{label, parts: {series: n}}], series [{key, color, label}]. */
+/** The width ``text`` takes in a chart (11 px of the page's font), measured: a chart's columns
+ * are sized by their words, not guessed. */
+function textWidth(text, container) {
+  const ctx = (textWidth.ctx ||= document.createElement("canvas").getContext("2d"));
+  ctx.font = `11px ${getComputedStyle(container).fontFamily}`;
+  return ctx.measureText(text).width;
+}
+
+/** ``text`` cut to ``room`` px with an ellipsis (its start kept: a name reads by its start). */
+function fitText(text, room, container) {
+  if (textWidth(text, container) <= room) return text;
+  let n = text.length;
+  while (n > 1 && textWidth(text.slice(0, n) + "…", container) > room) n--;
+  return text.slice(0, n) + "…";
+}
+
+/** Horizontal stacked bar chart: rows [{label, parts: {series: n}}], series [{key, color, label}].
+ * The name column is as wide as the longest name, up to 45% of the chart; a longer name is cut
+ * with an ellipsis and has its whole name as its tooltip. Before, the column was 110 units
+ * whatever the names, and in a 400 px window a long name ran off the chart's left edge, its
+ * start cut (newuser44). */
 function stackedBars(container, rows, series) {
   container.replaceChildren();
   if (!rows.length) { container.append(el("p.muted", {}, "No data yet.")); return; }
-  const W = chartWidth(container), rowH = 26, left = 110, right = 50;
+  const W = chartWidth(container), rowH = 26, right = 50, gap = 8;
+  const widest = Math.max(...rows.map(r => textWidth(r.label, container)));
+  const left = Math.round(Math.min(Math.max(40, Math.ceil(widest) + gap + 4), W * 0.45));
   const max = Math.max(1, ...rows.map(r => series.reduce((a, s) => a + (r.parts[s.key] || 0), 0)));
   // a picture's words for screen readers: what each bar holds, as the tooltips say it
   const said = rows.map(r => `${r.label}: ${series.filter(ser => r.parts[ser.key]).map(ser => `${ser.label} ${r.parts[ser.key]}`).join(", ") || "none"}`);
   const s = svg("svg", { viewBox: `0 0 ${W} ${rows.length * rowH + 6}`, role: "img", "aria-label": said.join("; ") });
   rows.forEach((r, i) => {
     const y = i * rowH + 4;
-    s.append(svg("text", { x: left - 8, y: y + 14, "text-anchor": "end" }, r.label));
+    const shown = fitText(r.label, left - gap - 1, container);
+    s.append(svg("text", { x: left - gap, y: y + 14, "text-anchor": "end", class: "name" },
+      shown, shown === r.label ? null : svg("title", {}, r.label)));
     let x = left, total = 0;
     for (const ser of series) {
       const n = r.parts[ser.key] || 0;
@@ -172,11 +196,32 @@ function columnChart(container, points, color = "#3b5bdb", empty = "") {
     if (mid > W - EDGE) return { x: (i + 1) * bw, "text-anchor": "end" };
     return { x: mid, "text-anchor": "middle" };
   };
+  // as many axis labels as fit with a gap between them (every 3rd bar's ran into each other in
+  // a 400 px window), and a bar's value over it only where it fits the bar's width, else the
+  // tallest bar's alone (every value is in the bar's tooltip and the picture's words)
+  const box = i => {
+    const at = place(i), w = textWidth(points[i].label, container);
+    const from = at["text-anchor"] === "start" ? at.x : at["text-anchor"] === "end" ? at.x - w : at.x - w / 2;
+    return [from, from + w];
+  };
+  const clear = step => {  // every step-th label, each 10 px clear of the one before it
+    let end = -Infinity;
+    for (let i = 0; i < points.length; i += step) {
+      const [from, to] = box(i);
+      if (from < end + 10) return false;
+      end = to;
+    }
+    return true;
+  };
+  let step = 1;
+  while (step < points.length && !clear(step)) step++;
+  const fits = points.every(p => !p.value || textWidth(String(p.value), container) <= bw - 1);
+  const tallest = points.reduce((a, p, i) => (p.value > points[a].value ? i : a), 0);
   points.forEach((p, i) => {
     const h = (H - bottom - top) * p.value / max;
-    s.append(svg("rect", { x: i * bw + 2, y: H - bottom - h, width: bw - 4, height: h, rx: 2, fill: color }, svg("title", {}, `${p.label}: ${p.value}`)));
-    if (p.value) s.append(svg("text", { ...place(i), y: H - bottom - h - 3, class: "value" }, String(p.value)));
-    if (i % 3 === 0) s.append(svg("text", { ...place(i), y: H - 6, class: "axis" }, p.label));
+    s.append(svg("rect", { x: i * bw + 2, y: H - bottom - h, width: Math.max(1, bw - 4), height: h, rx: 2, fill: color }, svg("title", {}, `${p.label}: ${p.value}`)));
+    if (p.value && (fits || i === tallest)) s.append(svg("text", { ...place(i), y: H - bottom - h - 3, class: "value" }, String(p.value)));
+    if (i % step === 0) s.append(svg("text", { ...place(i), y: H - 6, class: "axis" }, p.label));
   });
   container.append(s);
   if (empty && !said.length) container.append(el("p.muted.chart-empty", {}, empty));

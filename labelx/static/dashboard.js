@@ -67,7 +67,7 @@ async function refresh() {
     table.append(el("tr", {}, el("td", {}, el("a", { href: `${BASE}/tasks/${t.id}` }, `Task ${t.number}`)),
       el("td", {}, assigneeCell(t)), el("td", {}, pb),
       // items nobody labelled yet too: a task not begun showed an empty state cell (newuser19)
-      el("td", {}, TASK_STATES.filter(st => cc[st.key]).map(st => el("span.pill." + st.key, {}, `${cc[st.key]} ${st.label}`)))));
+      el("td.states", {}, TASK_STATES.filter(st => cc[st.key]).map(st => el("span.pill." + st.key, {}, `${cc[st.key]} ${st.label}`)))));
   }
   document.getElementById("tasks").replaceChildren(table);
   document.getElementById("take-task").hidden = BOOT.user.role !== "annotator";

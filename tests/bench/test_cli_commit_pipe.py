@@ -12,7 +12,7 @@ from datahub.catalog import open_catalog
 def test_a_commit_from_a_named_pipe_reports_its_figures(tmp_path: Path, capsys) -> None:
     figures = cli_commit_pipe.main(["--records", "3000", "--dir", str(tmp_path), "--keep"])
     out = capsys.readouterr().out
-    assert "committed big@v1: 3000 changes" in out
+    assert "committed big@v1 (3000 records) from 3000 changes: 3000 added, 0 removed, 0 modified" in out
     kept = next(Path(line.split()[1]) for line in out.splitlines() if line.startswith("kept "))
     catalog = open_catalog(f"sqlite:///{kept / 'home' / 'catalog.db'}")
     try:

@@ -134,7 +134,7 @@ def test_cli_text_output_for_people(config, dataset, monkeypatch, capsys) -> Non
     assert main(["--home", config.home, "cache", "stats"]) == 0
     out = capsys.readouterr().out
     assert out.splitlines()[0].split()[:4] == ["TIER", "USED", "LIMIT", "PAGES"]
-    assert "disk" in out and "4.1 KiB" in out and "0 running cache process(es)" in out
+    assert "disk" in out and "4.1 KiB" in out and "0 running cache processes" in out
 
 
 def test_find_with_depth_and_directories_falls_back_to_walking(fs) -> None:

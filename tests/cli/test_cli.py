@@ -110,7 +110,10 @@ def test_commit_from_a_change_set_file(dh, src, tmp_path):
         + "\n"
     )
     code, out, _ = dh("commit", "pets", "--changes", str(changes), "--base", "1", "-m", "label")
-    assert code == 0 and "committed pets@v2: 2 changes" in out
+    assert (
+        code == 0
+        and "committed pets@v2 (2 records) from 2 changes: 0 added, 1 removed, 1 modified against v1" in out
+    )
     rows = [
         json.loads(line)
         for line in dh("ls", "pets", "--filter", "labels.class=cat", json_output=True)[1].splitlines()

@@ -91,7 +91,7 @@ def test_demo_serves_stops_on_sigint_and_reuses_v1(tmp_path):
 
 def assert_mount_step(home: Path, said: str) -> None:
     """The mount step as a new user meets it: ``sample@latest`` mounted, a DataLoader epoch over
-    it twice, the same epoch over the sample's own files on local disk as the same-run baseline,
+    it twice, the same epoch over the same files on local disk as the same-run baseline,
     and, once the demo has stopped, nothing left mounted or running."""
     mnt = home / "mnt"
     if not os.path.exists("/dev/fuse"):
@@ -102,7 +102,7 @@ def assert_mount_step(home: Path, said: str) -> None:
     assert epochs == [
         ("epoch 1 over the mount", "300"),
         ("epoch 2 over the mount", "300"),
-        ("the same epoch over the sample's files on local disk", "300"),
+        ("the same epoch over the same files on local disk", "300"),
     ], said
     assert re.search(r"epoch 2 over the mount ran at [\d.]+x the loader over local disk", said), said
     # the unmount it names is a command a user can type after `make run` (the venv is not on PATH)

@@ -25,6 +25,7 @@ from datahub.cli.main import main
 from datahub.config import load_config
 from datahub.errors import Conflict
 from datahub.storage import StoreRegistry
+from datahub.words import counted
 from datahub.writeback import open_workspace, workspace_dir
 from datahub.writeback.journals import forget_journal, journal_prefix
 from tests.writeback.conftest import CHUNK, write
@@ -145,7 +146,7 @@ def test_the_plan_names_the_files_its_cover_records_hold_and_nothing_goes_withou
     before = cluster.objects(b)
     code, out, err = run(capsys, "cache", "forget-journal", WS, b)
     assert code == 2 and "nothing deleted: add --yes" in err
-    assert f"{before} objects" in out and f"its cover records name {FILES} small file(s)" in out
+    assert counted(before, "object") in out and f"its cover records name {FILES} small files" in out
     assert "  b/0.txt" in out and "  b/11.txt" in out and "a/0.txt" not in out
     assert "big.bin" not in out  # three chunks: a big file's first commit carries no cover record
     assert cluster.objects(b) == before
@@ -198,7 +199,7 @@ def test_a_lease_another_node_holds_is_refused_and_so_is_one_this_nodes_mount_ho
     assert cluster.objects(b) == before  # nothing went while the mount ran
     code, out, err = run(capsys, "cache", "forget-journal", WS, b, "--yes")  # unmounted: goes
     assert code == 0, err
-    assert f"deleted journal {b} of workspace '{WS}': {before} objects" in out
+    assert f"deleted journal {b} of workspace '{WS}': {counted(before, 'object')}" in out
     assert cluster.objects(b) == 0 and cluster.catalog.lease(WS).expires <= 0
 
 
@@ -242,7 +243,7 @@ def _partial_then_finished(cluster: Cluster, capsys: pytest.CaptureFixture) -> N
     assert 0 < left < entry.objects
     code, out, err = run(capsys, "cache", "forget-journal", WS, b, "--yes")
     assert code == 0, err
-    assert f"{left} objects" in out and cluster.objects(b) == 0
+    assert counted(left, "object") in out and cluster.objects(b) == 0
     code, _, err = run(capsys, "cache", "forget-journal", WS, b, "--yes")
     assert code == 3 and "already forgotten, or a wrong id" in err
 

@@ -93,7 +93,7 @@ def test_lease_prune_deletes_free_and_long_lapsed_leases_only(dh, tmp_path) -> N
     listed = json.loads(dh("lease", "list", json_output=True)[1])
     assert [row["name"] for row in listed] == ["held", "released"]
     code, out, _ = dh("lease", "prune")
-    assert code == 0 and out.startswith("pruned 0 writer lease(s)"), out
+    assert code == 0 and out.startswith("pruned 0 writer leases"), out
     code, _, err = dh("lease", "prune", "--lapsed-for", "60")
     assert code == 2 and "at least 3600 s" in err, err
 

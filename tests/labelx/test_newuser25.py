@@ -41,7 +41,7 @@ def test_create_project_says_which_annotator_got_no_task(app, env, tmp_path, cap
     made, err = _create(env, tmp_path, capsys, monkeypatch, "--annotators", "alice,bob")
     assert made["items"] == 12
     assert err == (
-        "note: bob has no task in p: 1 task(s) of up to 50 items for 2 annotators; a --task-size of 6 or "
+        "note: bob has no task in p: 1 task of up to 50 items for 2 annotators; a --task-size of 6 or "
         "less gives each one a task\n"
     )
 
@@ -60,7 +60,7 @@ def test_tasks_taken_one_at_a_time_are_too_few_for_the_annotators_too(
 ):
     _, err = _create(env, tmp_path, capsys, monkeypatch, "--annotators", "alice,bob", "--claim")
     assert err == (
-        "note: p: 1 task(s) of up to 50 items for 2 annotators: 1 of them will find no task to take; "
+        "note: p: 1 task of up to 50 items for 2 annotators: 1 of them will find no task to take; "
         "a --task-size of 6 or less gives each one a task\n"
     )
 

@@ -141,7 +141,7 @@ def test_predictions_none_of_whose_keys_is_an_item_are_refused_saying_what_a_key
     path.write_text(preds + "\n" + json.dumps({"key": "img/0003.jpg", "value": "dog"}))
     assert main([*home, "labelx", "preannotate", "pets-cls", "--predictions", str(path)]) == 0
     out, err = capsys.readouterr()
-    assert "note: 3 key(s) of the predictions name no item of project pets-cls (first: '0000.jpg')" in err
+    assert "note: 3 keys of the predictions name no item of project pets-cls (first: '0000.jpg')" in err
     assert app.state.labelx.store.item_by_key(pid, "img/0003.jpg").suggestion["value"] == "dog"
 
 

@@ -26,7 +26,7 @@ def test_a_target_holding_an_imported_version_is_refused_naming_it(
     capsys.readouterr()
     assert cli([*base, "pack", "photos", "--to", "pets", "--resize", "shorter=30", "--workers", "0"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: pack target 'pets' holds versions no pack made (pets@v1, 1 records"), err
+    assert err.startswith("error: pack target 'pets' holds versions no pack made (pets@v1, 1 record:"), err
     assert "would delete every record of its head: give a new dataset, e.g. --to photos-packed" in err, err
     assert [v.seq for v in catalog.log("pets")] == [1]  # nothing committed over it
     # a new target, then a second pack of it (another size): both go on

@@ -146,7 +146,7 @@ def test_two_journals_given_one_explicit_target_write_names_of_their_own(
     assert _keys(store) == {f"j-{a}/model.pt", f"j-{b}/model.pt"}
     _as_node_b(local_nodes, tmp_path, monkeypatch)
     assert main(["cache", "forget-journal", WS, a, "--yes", "--force", "--target", target]) == 0
-    assert "1 flushed files" in capsys.readouterr().out
+    assert "1 flushed file," in capsys.readouterr().out
     assert _keys(store) == {f"j-{b}/model.pt"}
 
 
