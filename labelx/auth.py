@@ -23,6 +23,7 @@ import ipaddress
 import math
 import secrets
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from datahub.errors import AccessDenied, InvalidInput, NotFound, TooManyAttempts, Unauthenticated
 from labelx.accounts import DISABLED
@@ -218,7 +219,8 @@ class Auth:
 
     def revoke_token(self, by: User, token: str, token_hash: str = "") -> None:
         """Delete a token, given its secret or its id (``token_hash``, what the admin page's
-        list shows): its owner or an admin may; unknown tokens are NotFound."""
+        list shows), and the tokens made with it (``delete_token``): its owner or an admin may;
+        unknown tokens are NotFound."""
         token_hash = token_hash or sha256(token)
         owner = self.store.token_user(token_hash)
         if owner is None:
@@ -243,6 +245,7 @@ class Auth:
         an ``lx_`` token that never expires, outlives sign-out and the person never sees
         (caller36). A bearer token may make one only for an admin (who may make whole
         accounts anyway); another's would let a leaked token outlive its own revocation.
+        Nor may a bearer token make one that outlives it (``_within_caller``).
         Refusals are AccessDenied (403): a 401 sends the page to the login form.
         ``expires_days``: how long it opens anything (None: until revoked). The password check
         is throttled as the login's, on the same counts (``address``: the client's): a copied
@@ -270,7 +273,36 @@ class Auth:
                 f"operator run `datahub labelx create-token {who.user.name} --description WHAT`"
             )
         ttl = None if expires_days is None else expires_days * 86400.0
+        if who.csrf is None:
+            self._within_caller(who, ttl)
         return self.new_token(who.user, description, proof=who, ttl=ttl)
+
+    def _within_caller(self, who: Principal, ttl: float | None) -> None:
+        """A token a bearer token makes may not outlive it: no later expiry, and none "until
+        revoked" from one that expires; AccessDenied (403) otherwise. Why (caller44): a 30-day
+        admin token, leaked, made one that never expires, so waiting out the leak ended nothing."""
+        if who.proof is None or who.proof[0] != "token":
+            return
+        caller_ends = self.store.token_expiry(who.proof[1])
+        if caller_ends is None:  # lasts until revoked: anything it makes ends with it (made_by)
+            return
+        now = self.store.clock()
+        if ttl is not None and now + ttl <= caller_ends:
+            return
+        when = datetime.fromtimestamp(caller_ends, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        days = int((caller_ends - now) // 86400)
+        fits = (
+            f"ask for expires_days of at most {days}"
+            if days >= 1
+            else "it has less than a day left, so it can make none"
+        )
+        asked = "one that never expires" if ttl is None else f"one for {int(ttl // 86400)} days"
+        raise AccessDenied(
+            f"this API token expires at {when}, and a token it makes cannot outlive it ({asked} was "
+            f"asked): {fits}; for a longer one, log in and create it with your password (POST "
+            f"/api/tokens with 'password'), or have the operator run "
+            f"`datahub labelx create-token {who.user.name} --description WHAT`"
+        )
 
     def new_token(
         self, user: User, description: str = "", proof: Principal | None = None, ttl: float | None = None
