@@ -137,28 +137,46 @@ class AccountRecords:
     ) -> bool:
         """Store a token; with ``proof`` (``("session" | "token", hash)``: the credential of the
         request asking) only while that credential still exists, in one statement. False:
-        nothing written (it was ended meanwhile, ``set_password``). ``ttl``: seconds it opens
-        anything for (None: until revoked); expired ones are deleted here."""
+        nothing written (it was ended meanwhile, ``set_password``, or revoked). ``ttl``: seconds
+        it opens anything for (None: until revoked); expired ones are deleted here. A token made
+        with a token records it (``made_by``), so revoking that one revokes this one too
+        (``delete_token``); one made from a session or by the operator records nothing."""
         now = self.clock()
-        row = (token_hash, user_id, description, now, None if ttl is None else now + ttl)
+        made_by = proof[1] if proof is not None and proof[0] == "token" else None
+        row = (token_hash, user_id, description, now, None if ttl is None else now + ttl, made_by)
         with self._write() as db:
             db.execute("DELETE FROM tokens WHERE expires_at < ?", (now,))
-            insert = "INSERT INTO tokens(token_hash, user_id, description, created_at, expires_at)"
+            insert = "INSERT INTO tokens(token_hash, user_id, description, created_at, expires_at, made_by)"
             if proof is None:
-                db.execute(f"{insert} VALUES(?,?,?,?,?)", row)
+                db.execute(f"{insert} VALUES(?,?,?,?,?,?)", row)
                 return True
             table, column = _PROOFS[proof[0]]
             cur = db.execute(
-                f"{insert} SELECT ?,?,?,?,? WHERE EXISTS (SELECT 1 FROM {table} WHERE {column}=?)",
+                f"{insert} SELECT ?,?,?,?,?,? WHERE EXISTS (SELECT 1 FROM {table} WHERE {column}=?)",
                 (*row, proof[1]),
             )
         return cur.rowcount == 1
 
+    def token_expiry(self, token_hash: str) -> float | None:
+        """When a live token stops opening anything (seconds since the epoch; None: never, or no
+        such token)."""
+        row = (
+            self._conn().execute("SELECT expires_at FROM tokens WHERE token_hash=?", (token_hash,)).fetchone()
+        )
+        return None if row is None else row[0]
+
     def delete_token(self, token_hash: str) -> int | None:
-        """Remove a token; returns the id of the user it belonged to (None if unknown)."""
+        """Remove a token and every token made with it, and with those, all the way down (one
+        transaction); returns the id of the user it belonged to (None if unknown). Why the
+        descendants (caller44): a leaked admin token made a new one, and revoking the leaked one
+        left the new one working, with the leak's holder."""
         with self._write() as db:
             row = db.execute("SELECT user_id FROM tokens WHERE token_hash=?", (token_hash,)).fetchone()
-            db.execute("DELETE FROM tokens WHERE token_hash=?", (token_hash,))
+            db.execute(
+                "WITH RECURSIVE gone(h) AS (SELECT ? UNION SELECT t.token_hash FROM tokens t "
+                "JOIN gone ON t.made_by = gone.h) DELETE FROM tokens WHERE token_hash IN (SELECT h FROM gone)",
+                (token_hash,),
+            )
         return None if row is None else row[0]
 
     def list_tokens(self, user_id: int | None = None) -> list[dict[str, Any]]:

@@ -29,7 +29,6 @@ from datahub.web.apidocs import add_api_docs
 from datahub.web.cookies import cookie_paths, cookie_values
 from datahub.web.render import PAGE_CACHE
 from labelx import pages, routes
-from labelx.auth import SESSION_COOKIE
 from labelx.deps import LabelX, labelx_db_path
 from labelx.models import ERRORS, PATTERN_RULES
 
@@ -234,14 +233,16 @@ def create_labelx_app(
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Response:
         response = await call_next(request)
-        if len(set(cookie_values(request, SESSION_COOKIE))) > 1:
+        name = lx.auth.session_cookie
+        if len({v for v in cookie_values(request, name) if lx.auth.ours(v)}) > 1:
             # a session cookie another page wrote beside LabelX's own (labelx.deps refused the
-            # request): expired at every path it may have, with LabelX's own; the person logs in again
+            # request): expired at every path it may have, with LabelX's own; the person logs in
+            # again. Another LabelX's cookies (another name) are left alone (caller44)
             own = pages.cookie_path(request)  # not LabelX's own, when this answer set a new one (a login)
-            setting = any(h.startswith(f"{SESSION_COOKIE}=") for h in response.headers.getlist("set-cookie"))
+            setting = any(h.startswith(f"{name}=") for h in response.headers.getlist("set-cookie"))
             for path in cookie_paths(request.url.path):
                 if not (setting and path == own):
-                    response.delete_cookie(SESSION_COOKIE, path=path)
+                    response.delete_cookie(name, path=path)
         for name, value in security_headers().items():  # the same CSP as the dataset browser
             response.headers.setdefault(name, value)
         if (

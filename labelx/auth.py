@@ -4,6 +4,8 @@
   compared in constant time. Only the hash is stored.
 - Sessions: a random 32-byte id in an HttpOnly, SameSite=Strict cookie (Secure over https or
   when configured); the store keeps only its SHA-256, so a leaked database opens no session.
+  The cookie's name and each id carry the labelx.db's instance id (``session_cookie``,
+  ``Auth.ours``), so another LabelX's on the host is left alone.
 - CSRF: a synchronizer token per session, handed to the page and required in the
   ``X-CSRF-Token`` header of every state-changing request. The login form (no session yet)
   uses a double-submit token: the cookie and the form field must match.
@@ -23,13 +25,14 @@ import ipaddress
 import math
 import secrets
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from datahub.errors import AccessDenied, InvalidInput, NotFound, TooManyAttempts, Unauthenticated
 from labelx.accounts import DISABLED
 from labelx.entities import User
 from labelx.store import LabelStore
 
-SESSION_COOKIE = "labelx_session"
+SESSION_COOKIE = "labelx_session"  # + "_<instance>": the name one labelx.db's sessions are sent under
 LOGIN_CSRF_COOKIE = "labelx_login_csrf"
 CSRF_HEADER = "x-csrf-token"
 SESSION_TTL = 12 * 3600.0
@@ -57,6 +60,14 @@ def verify_password(password: str, stored: str) -> bool:
         password.encode(), salt=bytes.fromhex(salt), n=int(n), r=int(r), p=int(p), dklen=len(digest) // 2
     )
     return hmac.compare_digest(got.hex(), digest)
+
+
+def session_cookie(instance: str) -> str:
+    """The session cookie's name for the labelx.db whose instance id is ``instance``
+    (``LabelStore.instance``). Why not one name for all (caller44): a browser keeps cookies by
+    host, not port, and one cookie per name and path, so with two LabelX servers on one host
+    signing in to one replaced the other's cookie: signing in to B signed the person out of A."""
+    return f"{SESSION_COOKIE}_{instance}"
 
 
 def sha256(text: str) -> str:
@@ -151,6 +162,14 @@ class Auth:
     def __init__(self, store: LabelStore, throttle: SignInThrottle | None = None) -> None:
         self.store = store
         self.throttle = throttle or SignInThrottle()
+        self.instance = store.instance
+        self.session_cookie = session_cookie(self.instance)
+
+    def ours(self, session_id: str | None) -> bool:
+        """Whether a session id is one this labelx.db made: each starts with its instance id and
+        a dot. Another one (another LabelX's on this host, one made before caller44) is never
+        looked up, refused or expired: it is simply not this LabelX's."""
+        return bool(session_id) and session_id.startswith(self.instance + ".")
 
     def attempt(self, name: str, address: str | None) -> Attempt:
         """Count a password check for ``name`` from ``address`` before it is made; raise
@@ -188,7 +207,7 @@ class Auth:
         ok = verify_password(password, found[1] if found and usable else _DUMMY_HASH) and usable
         if not ok or found is None:
             raise Unauthenticated("wrong user name or password")
-        session_id, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        session_id, csrf = f"{self.instance}.{secrets.token_urlsafe(32)}", secrets.token_urlsafe(32)
         # only while the hash checked is still the account's (a password change meanwhile: out)
         if not self.store.create_session(sha256(session_id), found[0].id, csrf, SESSION_TTL, found[1]):
             raise Unauthenticated("wrong user name or password")
@@ -196,10 +215,11 @@ class Auth:
         return session_id, csrf
 
     def logout(self, session_id: str) -> None:
-        self.store.delete_session(sha256(session_id))
+        if self.ours(session_id):
+            self.store.delete_session(sha256(session_id))
 
     def from_session(self, session_id: str | None) -> Principal | None:
-        if not session_id:
+        if session_id is None or not self.ours(session_id):
             return None
         found = self.store.session(sha256(session_id))
         return None if found is None else Principal(found[0], found[1], ("session", sha256(session_id)))
@@ -218,7 +238,8 @@ class Auth:
 
     def revoke_token(self, by: User, token: str, token_hash: str = "") -> None:
         """Delete a token, given its secret or its id (``token_hash``, what the admin page's
-        list shows): its owner or an admin may; unknown tokens are NotFound."""
+        list shows), and the tokens made with it (``delete_token``): its owner or an admin may;
+        unknown tokens are NotFound."""
         token_hash = token_hash or sha256(token)
         owner = self.store.token_user(token_hash)
         if owner is None:
@@ -243,6 +264,7 @@ class Auth:
         an ``lx_`` token that never expires, outlives sign-out and the person never sees
         (caller36). A bearer token may make one only for an admin (who may make whole
         accounts anyway); another's would let a leaked token outlive its own revocation.
+        Nor may a bearer token make one that outlives it (``_within_caller``).
         Refusals are AccessDenied (403): a 401 sends the page to the login form.
         ``expires_days``: how long it opens anything (None: until revoked). The password check
         is throttled as the login's, on the same counts (``address``: the client's): a copied
@@ -270,7 +292,36 @@ class Auth:
                 f"operator run `datahub labelx create-token {who.user.name} --description WHAT`"
             )
         ttl = None if expires_days is None else expires_days * 86400.0
+        if who.csrf is None:
+            self._within_caller(who, ttl)
         return self.new_token(who.user, description, proof=who, ttl=ttl)
+
+    def _within_caller(self, who: Principal, ttl: float | None) -> None:
+        """A token a bearer token makes may not outlive it: no later expiry, and none "until
+        revoked" from one that expires; AccessDenied (403) otherwise. Why (caller44): a 30-day
+        admin token, leaked, made one that never expires, so waiting out the leak ended nothing."""
+        if who.proof is None or who.proof[0] != "token":
+            return
+        caller_ends = self.store.token_expiry(who.proof[1])
+        if caller_ends is None:  # lasts until revoked: anything it makes ends with it (made_by)
+            return
+        now = self.store.clock()
+        if ttl is not None and now + ttl <= caller_ends:
+            return
+        when = datetime.fromtimestamp(caller_ends, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        days = int((caller_ends - now) // 86400)
+        fits = (
+            f"ask for expires_days of at most {days}"
+            if days >= 1
+            else "it has less than a day left, so it can make none"
+        )
+        asked = "one that never expires" if ttl is None else f"one for {int(ttl // 86400)} days"
+        raise AccessDenied(
+            f"this API token expires at {when}, and a token it makes cannot outlive it ({asked} was "
+            f"asked): {fits}; for a longer one, log in and create it with your password (POST "
+            f"/api/tokens with 'password'), or have the operator run "
+            f"`datahub labelx create-token {who.user.name} --description WHAT`"
+        )
 
     def new_token(
         self, user: User, description: str = "", proof: Principal | None = None, ttl: float | None = None

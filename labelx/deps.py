@@ -16,7 +16,7 @@ from datahub.config import Config
 from datahub.errors import Unauthenticated
 from datahub.web.cookies import cookie_values, held_name
 from datahub.web.images import ImageSource
-from labelx.auth import CSRF_HEADER, SESSION_COOKIE, Auth, Principal, check_csrf
+from labelx.auth import CSRF_HEADER, Auth, Principal, check_csrf
 from labelx.service import LabelService
 from labelx.store import LabelStore
 
@@ -58,14 +58,15 @@ def get_principal(request: Request) -> Principal:
     lx = get_labelx(request)
     principal = lx.auth.from_bearer(request.headers.get("authorization"))
     if principal is None:
-        name = held_name(request, SESSION_COOKIE, always=lx.secure_cookies)  # __Host- when Secure
-        sessions = set(cookie_values(request, name))
+        # this labelx.db's own name (another LabelX on the host has its own), __Host- when Secure
+        name = held_name(request, lx.auth.session_cookie, always=lx.secure_cookies)
+        sessions = {v for v in cookie_values(request, name) if lx.auth.ours(v)}
         if len(sessions) > 1:  # one was written by a page of another port (the app expires both)
             raise Unauthenticated(
                 "two LabelX session cookies came with this request (a page of another site on this "
                 "host may have set one): log in again"
             )
-        principal = lx.auth.from_session(request.cookies.get(name))
+        principal = lx.auth.from_session(next(iter(sessions), None))
     if principal is None:
         raise Unauthenticated("log in first (or send an API token as 'Authorization: Bearer ...')")
     if request.method not in SAFE_METHODS:

@@ -19,7 +19,7 @@ from datahub.errors import AccessDenied, DatahubError, TooManyAttempts, Unauthen
 from datahub.web import Pages
 from datahub.web.cookies import delete_cookie, read_cookie, secure_cookie, set_cookie
 from datahub.web.forms import FOREIGN_FORM, sent_from_elsewhere
-from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_COOKIE, SESSION_TTL, Principal
+from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_TTL, Principal
 from labelx.deps import LX, RowId, Who, demo_password_path, get_labelx
 from labelx.service import project_json
 
@@ -167,7 +167,7 @@ def login(
         return _login_refused(request, "wrong", name, next)
     except TooManyAttempts as exc:  # the form again, answered 429 with Retry-After
         return _login_form(request, "", next, name if len(name) <= LOGIN_NAME_KEPT else "", exc)
-    if old := held(request, SESSION_COOKIE):
+    if old := held(request, lx.auth.session_cookie):  # this labelx.db's own (another LabelX's: its own name)
         # the session this browser held ends with its cookie: kept, it lived 12 h more in the
         # store, though no browser showed it any more (another person signing in on a shared
         # machine; a session cookie copied earlier went on working)
@@ -175,7 +175,7 @@ def login(
     resp = RedirectResponse(base_path(request) + _page_after_login(next), status_code=303)
     delete_cookie(resp, LOGIN_CSRF_COOKIE, path=cookie_path(request))
     delete_cookie(resp, LOGIN_NAME_COOKIE, path=cookie_path(request))
-    _set(resp, request, SESSION_COOKIE, session_id, max_age=int(SESSION_TTL))
+    _set(resp, request, lx.auth.session_cookie, session_id, max_age=int(SESSION_TTL))
     return resp
 
 
@@ -191,9 +191,9 @@ def _login_refused(request: Request, error: str, name: str, next: str) -> Respon
 
 @router.post("/logout")
 def logout(request: Request, lx: LX, who: Who) -> Response:
-    lx.auth.logout(held(request, SESSION_COOKIE))
+    lx.auth.logout(held(request, lx.auth.session_cookie))
     resp = JSONResponse({"ok": True})
-    delete_cookie(resp, SESSION_COOKIE, path=cookie_path(request))
+    delete_cookie(resp, lx.auth.session_cookie, path=cookie_path(request))
     return resp
 
 

@@ -378,6 +378,14 @@ class LabelService:
     def review(self, user: User, item_id: int, version: int, accept: bool, comment: str = "") -> Item:
         self.require_reviewer(user)
         item = self.item_for(user, item_id)
+        if item.annotated_by == user.id and not user.is_admin:
+            # a reviewer who took a task labelled, submitted and accepted it alone (caller44): a
+            # review is another person's look; an admin runs the project (make run has no other)
+            raise AccessDenied(
+                f"item {item.key!r} was labelled by you ({user.name}): a review is another person's "
+                "look at a label, so another reviewer or an admin reviews it",
+                item=item_id,
+            )
         if not accept and not comment.strip():
             raise InvalidInput(f"rejecting item {item.key!r} needs a comment telling the annotator why")
         return self.store.review(item_id, user.id, version, accept, comment.strip())

@@ -78,7 +78,7 @@ CREATE TABLE IF NOT EXISTS sessions(
   id_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL, csrf TEXT NOT NULL, expires_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS tokens(
   token_hash TEXT PRIMARY KEY, user_id INTEGER NOT NULL, description TEXT NOT NULL, created_at REAL NOT NULL,
-  expires_at REAL);
+  expires_at REAL, made_by TEXT);
 CREATE TABLE IF NOT EXISTS projects(
   id INTEGER PRIMARY KEY, name TEXT UNIQUE NOT NULL, dataset TEXT NOT NULL, version INTEGER NOT NULL,
   prefix TEXT NOT NULL, filter TEXT NOT NULL, schema TEXT NOT NULL, task_size INTEGER NOT NULL,
@@ -143,6 +143,9 @@ class LabelStore(AccountRecords):
             columns = {row[1] for row in db.execute("PRAGMA table_info(tokens)")}
             if "expires_at" not in columns:  # tokens made before caller37 never expire (NULL)
                 db.execute("ALTER TABLE tokens ADD COLUMN expires_at REAL")
+            if "made_by" not in columns:  # the token that made it (caller44); before: not known (NULL)
+                db.execute("ALTER TABLE tokens ADD COLUMN made_by TEXT")
+            db.execute("CREATE INDEX IF NOT EXISTS tokens_made_by ON tokens(made_by)")
             columns = {row[1] for row in db.execute("PRAGMA table_info(projects)")}
             if "dataset_labels_read" not in columns:
                 db.execute("ALTER TABLE projects ADD COLUMN dataset_labels_read INTEGER NOT NULL DEFAULT 0")

@@ -21,6 +21,14 @@ def type_sign_in(c: Chrome, name: str, password: str) -> None:
     c.wait_for_url(lambda url: not url.endswith("/login"))
 
 
+def drop_labelx_session(c: Chrome) -> None:
+    """Delete LabelX's session cookie from the browser, as its end (12 h) does: named
+    ``labelx_session_<instance>`` since caller44 (each labelx.db its own)."""
+    for cookie in c.driver.get_cookies():
+        if cookie["name"].removeprefix("__Host-").startswith("labelx_session_"):
+            c.driver.delete_cookie(cookie["name"])
+
+
 def sign_out_and_in(c: Chrome, name: str, password: str) -> None:
     """Press "Sign out" on a LabelX page, then sign in as ``name`` on the login page it leads to."""
     c.find("#logout").click()

@@ -116,11 +116,12 @@ def test_a_same_site_page_cannot_swap_its_session_cookie_in(chrome: Chrome, env:
     try:
         with serving(app) as base:
             mallorys, _ = labelx.state.labelx.auth.login("mallory", PASSWORD)
+            name = labelx.state.labelx.auth.session_cookie  # labelx_session_<instance> (caller44)
             chrome.visit(f"{base}/labelx/login", axe=False)
             type_sign_in(chrome, "alice", PASSWORD)
             assert who_is_signed_in(chrome, base) == "alice"
             page = f"""<!doctype html><html lang="en"><title>cute cats</title><script>
-document.cookie = "labelx_session={mallorys}; path=/"; location.href = "{base}/labelx/";
+document.cookie = "{name}={mallorys}; path=/"; location.href = "{base}/labelx/";
 </script></html>"""
             with attacker_site(page) as evil:
                 chrome.driver.get(evil)

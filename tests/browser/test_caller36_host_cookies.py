@@ -121,7 +121,7 @@ def cookies(c: Chrome) -> dict[str, dict]:
 def test_a_labelx_session_planted_on_a_signed_out_person_does_not_sign_them_in(https) -> None:
     c, base, _, labelx = https
     mallorys, _ = labelx.state.labelx.auth.login("mallory", PASSWORD)
-    plant(c, base, f"labelx_session={mallorys}; path=/labelx", "/labelx/")
+    plant(c, base, f"{labelx.state.labelx.auth.session_cookie}={mallorys}; path=/labelx", "/labelx/")
     assert "/login" in c.driver.current_url, "the planted session opened LabelX"
     assert labelx_user(c, base) != "mallory"
     c.driver.get(f"{base}/labelx/login")
@@ -133,7 +133,8 @@ def test_both_uis_keep_host_cookies_apart_and_sign_out_alone(https, env: Env) ->
     """Signed in to both over https: ``__Host-`` cookies at ``/`` for each, none plain; a sign-out
     of the dataset browser leaves LabelX signed in; a plain session cookie written by another
     port afterwards opens neither."""
-    c, base, app, _ = https
+    c, base, app, labelx = https
+    lx_session = labelx.state.labelx.auth.session_cookie  # labelx_session_<instance> (caller44)
     token = issue_token(env.catalog.store, "alice")[0]
     c.driver.get(f"{base}/login")
     c.find("#token").send_keys(token)
@@ -142,14 +143,14 @@ def test_both_uis_keep_host_cookies_apart_and_sign_out_alone(https, env: Env) ->
     c.driver.get(f"{base}/labelx/login")
     type_sign_in(c, "alice", PASSWORD)
     held = cookies(c)
-    for name in ("datahub_session", "datahub_login_csrf", "labelx_session"):
+    for name in ("datahub_session", "datahub_login_csrf", lx_session):
         assert name not in held, f"a plain {name} over https"
         kept = held[f"__Host-{name}"]
         assert kept["secure"] and kept["path"] == "/" and kept["httpOnly"] and "domain" in kept
     c.driver.get(f"{base}/")
     c.find("form[action='/logout'] button").click()
     c.wait_for_url(lambda url: url.endswith("/login"))
-    assert "__Host-datahub_session" not in cookies(c) and "__Host-labelx_session" in cookies(c)
+    assert "__Host-datahub_session" not in cookies(c) and f"__Host-{lx_session}" in cookies(c)
     assert labelx_user(c, base) == "alice"
     # mallory's own dataset browser session, as she can open one anywhere
     mallorys = session.sign_in(app.state.browser.services, issue_token(env.catalog.store, "mallory")[0])

@@ -9,9 +9,11 @@ of the other's name, which would overwrite or fix the other's sign-in (cookie to
 Here ``datahub serve`` (the browser, LabelX under ``/labelx``) runs on one port and a second,
 standalone LabelX (another home, its own labelx.db) on another, both over plain HTTP, driven
 with one httpx cookie jar as a browser keeps it. Checked, and found to hold on the base: no
-code change came with this file (see the report of caller43 for the one limit left: two LabelX
-instances on one host share the cookie name ``labelx_session``, so a person signed in to both
-is asked to sign in again by the one under ``/labelx``, which refuses two session cookies).
+code change came with this file (see the report of caller43 for the one limit left then: two
+LabelX instances on one host shared the cookie name ``labelx_session``, so a person signed in to
+both was asked to sign in again by the one under ``/labelx``, which refused two session cookies;
+since caller44 each labelx.db has its own, ``labelx_session_<instance>``:
+tests/browser/test_caller44_two_labelx.py).
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ from tests.labelx.conftest import PASSWORD, add_users
 
 
 @pytest.fixture(scope="module")
-def two_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
-    """(the browser's URL, the standalone LabelX's URL, alice's API token)."""
+def two_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str, str]]:
+    """(the browser's URL, the standalone LabelX's URL, alice's API token, the standalone
+    LabelX's session cookie name)."""
     tmp = tmp_path_factory.mktemp("caller43-ports")
     env = make_env(tmp / "a", local_mode=False)
     other = make_env(tmp / "b", local_mode=False)
@@ -46,7 +49,7 @@ def two_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, s
     add_users(lone, bob="annotator")
     try:
         with serving(app) as browser_url, serving(lone) as labelx_url:
-            yield browser_url, labelx_url, token
+            yield browser_url, labelx_url, token, lone.state.labelx.auth.session_cookie
     finally:
         lone.state.labelx.store.close()
         cache.close()
@@ -100,25 +103,25 @@ def _labelx_me(jar: Jar, url: str, cookies: str | None = None) -> int | str:
 
 
 def test_each_app_takes_only_its_own_sign_in(two_ports) -> None:
-    browser, labelx, token = two_ports
+    browser, labelx, token, lx_session = two_ports
     jar = Jar()
     jar.browser_sign_in(browser, token)
     csrf = jar.labelx_sign_in(labelx, "bob")
     # both cookies are in the one jar, so both go to both ports; each app reads its own
     names = {c.name for c in jar.client.cookies.jar}
-    assert {browser_session.SESSION_COOKIE, labelx_auth.SESSION_COOKIE} <= names, names
+    assert {browser_session.SESSION_COOKIE, lx_session} <= names, names
     assert _signed_in_browser(jar, browser)
     assert _labelx_me(jar, labelx) == "bob"
     # the LabelX under the browser's port (its own labelx.db) does not take the other's session
     assert _labelx_me(jar, f"{browser}/labelx") == 401
     # a session id of one app under the other's cookie name opens nothing
-    browser_id, labelx_id = jar.cookie(browser_session.SESSION_COOKIE), jar.cookie(labelx_auth.SESSION_COOKIE)
-    assert _labelx_me(jar, labelx, f"{labelx_auth.SESSION_COOKIE}={browser_id}") == 401
+    browser_id, labelx_id = jar.cookie(browser_session.SESSION_COOKIE), jar.cookie(lx_session)
+    assert _labelx_me(jar, labelx, f"{lx_session}={browser_id}") == 401
     swapped = httpx.get(f"{browser}/", headers={"Cookie": f"{browser_session.SESSION_COOKIE}={labelx_id}"})
     assert swapped.status_code == 303 and swapped.headers["location"].startswith("/login")
     # signing in again on one port leaves the other's sign-in as it was
     jar.browser_sign_in(browser, token)
-    assert _labelx_me(jar, labelx) == "bob" and jar.cookie(labelx_auth.SESSION_COOKIE) == labelx_id
+    assert _labelx_me(jar, labelx) == "bob" and jar.cookie(lx_session) == labelx_id
     jar.labelx_sign_in(labelx, "bob")
     assert _signed_in_browser(jar, browser)
     # signing out of LabelX ends LabelX's sign-in only
@@ -148,7 +151,7 @@ def test_each_app_takes_only_its_own_sign_in(two_ports) -> None:
 def test_a_csrf_token_of_one_app_is_not_the_others(two_ports) -> None:
     """LabelX's page token belongs to its session: the browser's login-form token, sent by
     the same jar, does not pass LabelX's check, nor LabelX's login-form token the browser's."""
-    browser, labelx, token = two_ports
+    browser, labelx, token, _ = two_ports
     jar = Jar()
     jar.browser_sign_in(browser, token)
     jar.labelx_sign_in(labelx, "bob")

@@ -11,6 +11,7 @@ from datahub.cli.serve_cmd import build_app
 from datahub.demo import labelx_admin
 from tests.browser.chrome import Chrome, chrome  # noqa: F401
 from tests.browser.conftest import Env, serving
+from tests.browser.labelx_signin import drop_labelx_session
 from tests.browser.test_newuser_labelx import project_in_page, signed_in
 
 
@@ -59,7 +60,7 @@ def test_a_wrong_password_keeps_the_user_name_and_asks_only_for_the_password(
         c.wait_for_url(lambda url: not url.endswith("/login?error=wrong"))
         assert c.driver.current_url == f"{labelx}/"
         # a success forgets it: the next person at this browser finds an empty form
-        c.driver.delete_cookie("labelx_session")
+        drop_labelx_session(c)
         c.visit(f"{labelx}/login")
         assert c.find("#name").get_attribute("value") == ""
 

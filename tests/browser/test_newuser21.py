@@ -19,6 +19,7 @@ import pytest
 from datahub.catalog import Put, Record
 from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
 from tests.browser.conftest import Env
+from tests.browser.labelx_signin import drop_labelx_session
 from tests.browser.test_newuser16 import _all_dog_and_submitted, _val_project
 from tests.browser.test_newuser_labelx import signed_in
 
@@ -117,7 +118,7 @@ def test_review_enter_commit_over_and_a_new_sign_in_on_labelx_pages(
 
         # the session ends (12 h): the page's next request signs in again and comes back here
         password = (env.config.home_path / "labelx-admin-password").read_text().strip()
-        c.driver.delete_cookie("labelx_session")
+        drop_labelx_session(c)
         # a commit into a new dataset: onto pets nothing is left, and the button says so,
         # disabled (newuser33); any request of the page's does
         c.find("#commit-form [name=to_dataset]").send_keys("pets-again")

@@ -77,7 +77,7 @@ def _sign_in_labelx(app, origin: str | None) -> str:
     return next(
         c
         for c in resp.headers.get_list("set-cookie")
-        if c.removeprefix("__Host-").startswith("labelx_session=")
+        if c.removeprefix("__Host-").startswith("labelx_session_")  # _<instance> (caller44)
     )
 
 
@@ -96,7 +96,7 @@ def test_the_browser_session_cookie_is_secure_when_signed_in_from_an_https_page(
 def test_the_labelx_session_cookie_is_secure_when_signed_in_from_an_https_page(served) -> None:
     app, _ = served
     cookie = _sign_in_labelx(app, HTTPS_PAGE)
-    assert cookie.startswith("__Host-labelx_session=")
+    assert cookie.startswith("__Host-labelx_session_")
     assert _secure(cookie), cookie
     assert "httponly" in cookie.lower()
 

@@ -105,6 +105,12 @@ def app(env: Env):
     app.state.labelx.store.close()
 
 
+def session_cookie(app) -> str:
+    """The name of ``app``'s session cookie: ``labelx_session_<instance>`` (caller44: each
+    labelx.db its own, so two LabelX servers on one host keep their sign-ins apart)."""
+    return app.state.labelx.auth.session_cookie
+
+
 class Session:
     """A logged-in browser-like client: cookie session + the page's CSRF token."""
 

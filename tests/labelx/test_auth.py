@@ -7,7 +7,7 @@ import sqlite3
 from fastapi.testclient import TestClient
 
 from labelx.app import create_labelx_app
-from tests.labelx.conftest import PASSWORD, Session, add_users, make_project, ok
+from tests.labelx.conftest import PASSWORD, Session, add_users, make_project, ok, session_cookie
 
 
 def test_everything_needs_a_login(app):
@@ -27,7 +27,7 @@ def test_wrong_password_and_unknown_user_are_refused(app):
             "/login", data={"name": name, "password": password, "csrf": token}, follow_redirects=False
         )
         assert resp.headers["location"] == "/login?error=wrong"
-        assert "labelx_session" not in resp.cookies
+        assert session_cookie(app) not in resp.cookies
 
 
 def test_login_form_needs_its_csrf_token(app):
@@ -41,7 +41,7 @@ def test_login_form_needs_its_csrf_token(app):
 
 def test_session_cookie_is_httponly_and_samesite_strict(app):
     s = Session(app, "alice")
-    cookie = next(c for c in s.client.cookies.jar if c.name == "labelx_session")
+    cookie = next(c for c in s.client.cookies.jar if c.name == session_cookie(app))
     assert cookie.has_nonstandard_attr("HttpOnly")
     assert cookie.get_nonstandard_attr("SameSite").lower() == "strict"
     assert not cookie.secure  # plain http and not configured
@@ -57,7 +57,9 @@ def test_cookies_are_secure_when_configured(env):
     resp = client.post(
         "/login", data={"name": "carol", "password": PASSWORD, "csrf": token}, follow_redirects=False
     )
-    session = next(c for c in resp.headers.get_list("set-cookie") if c.startswith("__Host-labelx_session="))
+    session = next(
+        c for c in resp.headers.get_list("set-cookie") if c.startswith(f"__Host-{session_cookie(app)}=")
+    )
     assert "secure" in session.lower()
     assert "httponly" in session.lower()
     app.state.labelx.store.close()

@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from tests.labelx.conftest import PASSWORD
+from tests.labelx.conftest import PASSWORD, session_cookie
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette prefers httpx2 for its TestClient
@@ -40,7 +40,7 @@ def test_a_login_form_sent_from_another_origin_signs_nobody_in(app, origin: str)
 def test_a_login_form_of_this_origin_or_a_script_still_signs_in(app, origin: str | None) -> None:
     resp = _post_login(app, origin)
     assert resp.status_code == 303 and resp.headers["location"] == "/"
-    assert re.search(r"labelx_session=[^;]+;", resp.headers["set-cookie"])
+    assert re.search(rf"{session_cookie(app)}=[^;]+;", resp.headers["set-cookie"])
 
 
 def _sign_in(client, name: str) -> str:
@@ -50,7 +50,7 @@ def _sign_in(client, name: str) -> str:
         "/login", data={"name": name, "password": PASSWORD, "csrf": csrf}, follow_redirects=False
     )
     assert resp.status_code == 303, resp.text
-    return client.cookies["labelx_session"]
+    return client.cookies[session_cookie(client.app)]
 
 
 def test_signing_in_again_ends_the_session_the_browser_held(app) -> None:
@@ -63,7 +63,7 @@ def test_signing_in_again_ends_the_session_the_browser_held(app) -> None:
     assert first != second
     assert client.get("/api/me").json()["name"] == "alice"
     copy = TestClient(app, base_url="http://127.0.0.1:8000")
-    copy.cookies.set("labelx_session", first)
+    copy.cookies.set(session_cookie(app), first)
     assert copy.get("/api/me").status_code == 401
 
 
@@ -82,16 +82,17 @@ def test_labelx_pages_are_never_kept_by_the_browser(app) -> None:
 def test_two_session_cookies_are_refused_and_expired(app) -> None:
     """A second ``labelx_session`` (written by a page of another port of the host, sent after
     LabelX's own) was read instead of the person's; now neither is, and both are expired at
-    every path they may have."""
+    every path they may have. (Since caller44 the name carries the labelx.db's instance id.)"""
+    name = session_cookie(app)
     client = TestClient(app, base_url="http://127.0.0.1:8000")
     mine = _sign_in(client, "alice")
     theirs = _sign_in(TestClient(app, base_url="http://127.0.0.1:8000"), "admin")
-    raw = {"Cookie": f"labelx_session={mine}; labelx_session={theirs}"}
+    raw = {"Cookie": f"{name}={mine}; {name}={theirs}"}
     plain = TestClient(app, base_url="http://127.0.0.1:8000")
     answer = plain.get("/api/me", headers=raw)
     assert answer.status_code == 401, answer.text
     assert "two LabelX session cookies" in answer.json()["error"]["message"]
-    expired = [c for c in answer.headers.get_list("set-cookie") if c.startswith("labelx_session=")]
+    expired = [c for c in answer.headers.get_list("set-cookie") if c.startswith(f"{name}=")]
     assert {re.search(r"Path=([^;]+)", c)[1] for c in expired} >= {"/", "/api", "/api/", "/api/me"}
     assert all("Max-Age=0" in c for c in expired)
-    assert plain.get("/api/me", headers={"Cookie": f"labelx_session={mine}"}).json()["name"] == "alice"
+    assert plain.get("/api/me", headers={"Cookie": f"{name}={mine}"}).json()["name"] == "alice"

@@ -12,7 +12,7 @@ from __future__ import annotations
 import warnings
 
 from labelx.app import create_labelx_app
-from tests.labelx.conftest import PASSWORD, add_users
+from tests.labelx.conftest import PASSWORD, add_users, session_cookie
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette prefers httpx2 for its TestClient
@@ -33,8 +33,8 @@ def test_a_plain_session_cookie_is_not_read_where_cookies_are_secure(env) -> Non
         add_users(app, alice="annotator")
         sid, _ = app.state.labelx.auth.login("alice", PASSWORD)
         for base in ("http://127.0.0.1", "https://127.0.0.1"):
-            assert _me(app, base, f"labelx_session={sid}") == 401, base
-            assert _me(app, base, f"__Host-labelx_session={sid}") == "alice", base
+            assert _me(app, base, f"{session_cookie(app)}={sid}") == 401, base
+            assert _me(app, base, f"__Host-{session_cookie(app)}={sid}") == "alice", base
     finally:
         app.state.labelx.store.close()
 
@@ -42,7 +42,7 @@ def test_a_plain_session_cookie_is_not_read_where_cookies_are_secure(env) -> Non
 def test_over_https_a_plain_session_cookie_is_not_read(app) -> None:
     """``app``: alice exists already (tests/labelx/conftest.py)."""
     sid, _ = app.state.labelx.auth.login("alice", PASSWORD)
-    assert _me(app, "https://127.0.0.1", f"labelx_session={sid}") == 401
-    assert _me(app, "https://127.0.0.1", f"__Host-labelx_session={sid}") == "alice"
+    assert _me(app, "https://127.0.0.1", f"{session_cookie(app)}={sid}") == 401
+    assert _me(app, "https://127.0.0.1", f"__Host-{session_cookie(app)}={sid}") == "alice"
     # plain http, where no cookie can be Secure, signs people in as before
-    assert _me(app, "http://127.0.0.1", f"labelx_session={sid}") == "alice"
+    assert _me(app, "http://127.0.0.1", f"{session_cookie(app)}={sid}") == "alice"
