@@ -72,7 +72,7 @@ def error_for(
         return ObjectNotFound(f"{name} not found ({where}): {hint}", **details)
     if code in _DENIED or status == 403:
         return AccessDenied(
-            f"access denied to {where} (bucket {bucket!r}, key {key!r}){detail}: check the credentials "
+            f"access denied to {where} ({_named(bucket, key)}){detail}: check the credentials "
             "and the bucket policy",
             **details,
         )
@@ -96,11 +96,17 @@ def no_credentials(bucket: str, key: str | None) -> AccessDenied:
     """No credentials anywhere in the chain (config, profile, environment, instance role)."""
     where = f"s3://{bucket}/{key or ''}"
     return AccessDenied(
-        f"no usable S3 credentials to access {where} (bucket {bucket!r}, key {key!r}): set "
+        f"no usable S3 credentials to access {where} ({_named(bucket, key)}): set "
         "s3.access_key_id/secret_access_key, s3.profile or AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY",
         bucket=bucket,
         key=key,
     )
+
+
+def _named(bucket: str, key: str | None) -> str:
+    """The bucket and, when the call had one, the key: a bucket-level call (a listing, a
+    bucket's head) has none, and its message said ``key None`` (newuser44)."""
+    return f"bucket {bucket!r}, key {key!r}" if key else f"bucket {bucket!r}"
 
 
 def unquote_etag(raw: str) -> str:

@@ -58,3 +58,15 @@ def test_object_changed_names_both_etags() -> None:
 def test_missing_bucket_says_so() -> None:
     err = error_for("NoSuchBucket", 404, "nope", None)
     assert "bucket 'nope' not found" in err.message and "bucket name" in err.message
+
+
+@pytest.mark.parametrize(
+    ("code", "status"), [("AccessDenied", 403), ("MalformedXML", 400), ("SlowDown", 503)]
+)
+def test_bucket_level_call_names_no_key(code: str, status: int) -> None:
+    """A listing or a bucket's head has no key: its message names the bucket alone (it said ``key None``)."""
+    from datahub.storage.s3errors import no_credentials
+
+    for err in (error_for(code, status, "bkt", None), no_credentials("bkt", None)):
+        assert "None" not in str(err)
+        assert "'bkt'" in str(err) or "s3://bkt" in str(err)
