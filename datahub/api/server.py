@@ -35,6 +35,25 @@ def check_bind(config: Config, credentials: str = API_CREDENTIALS) -> None:
         )
 
 
+def _listen_advice(exc: OSError, host: str, port: int, other_port: str) -> str:
+    """What to do about a bind that failed for another reason than a taken port: the bare
+    strerror ("Cannot assign requested address") left a new user guessing (newuser44)."""
+    if isinstance(exc, socket.gaierror):
+        return (
+            f"{host!r} is not a host name this machine resolves: give an address such as 127.0.0.1 or 0.0.0.0"
+        )
+    if exc.errno == errno.EADDRNOTAVAIL:
+        return (
+            f"{host} is not an address of this machine: use 127.0.0.1 (this machine only), 0.0.0.0 "
+            "(every interface) or one that `ip -brief addr` lists"
+        )
+    if exc.errno == errno.EACCES:
+        return (
+            f"ports below 1024 need root or CAP_NET_BIND_SERVICE: choose a port from 1024 up ({other_port})"
+        )
+    return f"check the host and port ({other_port})"
+
+
 def bind_socket(
     host: str, port: int, *, reuse_port: bool = False, listen: bool = True, other_port: str = "--port"
 ) -> socket.socket:
@@ -62,7 +81,11 @@ def bind_socket(
                 host=host,
                 port=port,
             ) from exc
-        raise InvalidInput(f"cannot listen on {host}:{port}: {exc.strerror}", host=host, port=port) from exc
+        raise InvalidInput(
+            f"cannot listen on {host}:{port}: {exc.strerror}: {_listen_advice(exc, host, port, other_port)}",
+            host=host,
+            port=port,
+        ) from exc
     if listen:
         sock.listen(1024)
     sock.set_inheritable(True)

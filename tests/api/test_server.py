@@ -35,6 +35,14 @@ def test_busy_port_is_a_clear_conflict():
             bind_socket("127.0.0.1", port)
 
 
+def test_an_address_not_of_this_machine_says_what_to_use():
+    """192.0.2.1 (TEST-NET-1) is on no interface here: the bind fails before any packet is sent."""
+    with pytest.raises(
+        InvalidInput, match=r"192\.0\.2\.1 is not an address of this machine: use 127\.0\.0\.1"
+    ):
+        bind_socket("192.0.2.1", 0)
+
+
 def test_server_answers_with_nagle_off_and_stops(config):
     config.api.port = 0
     server = ApiServer(create_app(config), config)
