@@ -894,7 +894,11 @@ class WorkspaceView:
         self._handles[fh][1].fsync()
         self._check_short(fh)  # a revert for another handle ran meanwhile (``_refuse_dropped``)
         with self._lock:
-            self._dirty.discard(fh)
+            # only if no write or truncate came through ``fh`` during the commit (wbreview44):
+            # one that did is not in it, and a revert to it drops that write, which
+            # ``_refuse_dropped`` must then refuse at ``fh``'s close, not let it return 0
+            if self._changes.get(fh, 0) == seen:
+                self._dirty.discard(fh)
             self._closed_at[fh] = seen
 
     def _changed(self, fh: int) -> None:

@@ -16,6 +16,14 @@ fsyncs of one file (upload + journal commit) and the reverts of it (``commits_he
 is held by nothing else, so reads and writes never wait for the network. A per-chunk
 version counter tells an upload whether its chunk was written again meanwhile (then it
 stays dirty).
+
+An fsync commits the file as it was at one instant after it was called (wbreview44): under
+``_lock``, once no write-behind upload is in flight, it takes the size, the stored chunks
+and a copy of every dirty chunk; what changes after that instant stays to commit. So its
+uploads are committed even if the chunk was written (or cut) again meanwhile, and it
+clears only what it committed: a staged chunk whose key is the one it committed, and the
+"size changed" mark only if no write or truncate came since (``changes``, a counter every
+change bumps).
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ class OpenFile:
         self._direct = self.cs >= PROMOTE
         self.dirty: set[int] = set()
         self.version: dict[int, int] = {}
+        self.changes = 0  # bumped by every write and truncate: what a commit's snapshot saw (``_committed``)
         self.meta_dirty = False  # size/mtime changed without a chunk change (truncate)
         self.pending = False  # created but not yet in the journal (the first fsync writes it)
         # journaled empty by a namespace operation, never acknowledged: the next fsync or
@@ -200,6 +209,7 @@ class OpenFile:
     def _touch(self, index: int) -> None:
         self.dirty.add(index)
         self.version[index] = self.version.get(index, 0) + 1
+        self.changes += 1
 
     def committed_now(self) -> bool:
         """Whether ``fsync`` would return at once with nothing to do: no commit running (its
@@ -296,6 +306,9 @@ class OpenFile:
                     self.buffers.pop(i, None)
                     self.inflight.pop(i, None)
                     self.dirty.discard(i)
+                    # an upload of it in flight (an fsync's, write-behind) now holds bytes it no
+                    # longer has: neither may install it (``_install``, ``_install_committed``)
+                    self.version[i] = self.version.get(i, 0) + 1
                     key_len = self.chunks.pop(i, None)
                     if key_len is not None and i in self.staged:
                         self.staged.discard(i)
@@ -307,6 +320,7 @@ class OpenFile:
             self.size = size
             self.mtime = self.settings.clock()
             self.meta_dirty = True
+            self.changes += 1  # a commit running now took the size before it: it stays to commit
 
     # --- uploads -------------------------------------------------------------------------------
     def _buffered_bytes(self) -> int:
@@ -403,13 +417,23 @@ class OpenFile:
             if self.pending and self.dirty and self._commit_overlapped():
                 return
             with self._lock:
-                pending = set(self.dirty)
-            if pending:
-                self._upload(pending)
+                todo, chunk_map, size, mtime, changes = self._snapshot()
+            keys = self.uploads.upload_many(self.id, self.path, todo) if todo else []
+            landed = [
+                (i, version, key, len(data)) for (i, data, version), key in zip(todo, keys, strict=True)
+            ]
+            chunk_map.update({i: (key, length) for i, _, key, length in landed})
+            try:
+                gen = self.commits.commit_file(self.id, self.path, size, mtime, chunk_map)
+            except BaseException:
+                with self._lock:  # uploaded, not journaled: staged, so a retry only commits them
+                    for index, version, key, length in landed:
+                        self._install(index, version, key, length)
+                raise
             with self._lock:
-                chunk_map, size, mtime, staged = self._snapshot({})
-            gen = self.commits.commit_file(self.id, self.path, size, mtime, chunk_map)
-            self._committed(gen, chunk_map, size, staged)
+                for index, version, key, length in landed:
+                    self._install_committed(index, version, key, length)
+            self._committed(gen, chunk_map, size, changes)
 
     @contextmanager
     def commits_held(self) -> Iterator[None]:
@@ -508,29 +532,50 @@ class OpenFile:
     def _restore(self, size: int, mtime: float, chunks: dict[int, tuple[str, int]]) -> None:
         """Hook of ``revert`` (holds the commit lock): a staged file rewrites its bytes."""
 
-    def _snapshot(self, uploading: dict[int, tuple[str, int]]) -> tuple[dict, int, float, set[int]]:
-        """(chunk map to commit, size, mtime, staged indices it references); holds ``_lock``.
+    def _snapshot(self) -> tuple[list[tuple[int, bytes, int]], dict, int, float, int]:
+        """The file as it is now, for a commit (holds ``_lock``): (each dirty chunk's index,
+        a copy of its bytes and its version; the map of the other chunks; size; mtime;
+        ``changes``). First waits (``_lock`` released meanwhile) until no write-behind upload
+        is in flight, so every dirty chunk is in ``buffers``.
 
-        ``uploading``: chunks whose upload runs alongside the commit (they are in the map).
-        A chunk dirtied again during its upload keeps its committed bytes for now.
-        """
+        Why one instant (wbreview44): the chunks to upload, the map and the size were taken
+        at three moments, with writes and truncates of other handles between them. A chunk
+        whose write-behind upload began after the fsync waited for uploads was left out of its
+        uploads (its buffer was gone), and one written or cut again during the fsync's upload
+        had that upload thrown away: either way the fsync committed the chunk's older journaled
+        object and returned 0 without the writes made before it, next to the new size when a
+        truncate had cut the chunk (whose bytes past the cut came back when the file grew)."""
+        while self.uploading:
+            self._idle.wait()
         last = (self.size + self.cs - 1) // self.cs
+        todo = [(i, bytes(self.buffers[i]), self.version.get(i, 0)) for i in sorted(self.dirty)
+                if i < last and i in self.buffers]  # fmt: skip
         chunk_map = {i: kl for i, kl in self.chunks.items() if i < last and i not in self.dirty}
-        for i in self.dirty:
-            if i < last and (i in uploading or i in self.committed):
-                chunk_map[i] = uploading.get(i) or self.committed[i]
-        return chunk_map, self.size, self.mtime, self.staged - self.dirty
+        for i in self.dirty:  # never without a buffer after the wait; its stored bytes if it were
+            if i < last and i not in self.buffers and i in self.chunks:
+                chunk_map[i] = self.chunks[i]
+        return todo, chunk_map, self.size, self.mtime, self.changes
 
-    def _committed(self, gen: int, chunk_map: dict, size: int, staged: set[int]) -> None:
-        """Bookkeeping after a successful commit of ``chunk_map``."""
+    def _committed(self, gen: int, chunk_map: dict, size: int, changes: int) -> None:
+        """Bookkeeping after a successful commit of ``chunk_map`` (and ``size``), taken when the
+        file's ``changes`` counter was ``changes``.
+
+        Only what the commit holds is clean now (wbreview44): a staged chunk stays staged
+        unless its key is the one committed (write-behind may have uploaded it again while the
+        journal committed: before, the commit took it off ``staged`` all the same, and the
+        close after it committed nothing, leaving the journal on the older bytes), and the
+        size stays to commit if a write or truncate came since the snapshot (before, a
+        truncate during the commit was forgotten: the close after it returned 0 with the old
+        size journaled)."""
         self.gen = gen
         self.unacked = False
         referenced = {key for key, _ in chunk_map.values()}
         with self._lock:
             self.committed = chunk_map
             self.committed_size = size
-            self.staged -= staged
-            self.meta_dirty = False
+            self.staged = {i for i in self.staged if self.chunks.get(i) != chunk_map.get(i)}
+            if self.changes == changes:
+                self.meta_dirty = False
             # a key the commit names stays (a truncate may have dropped it meanwhile): the
             # next commit that leaves it out turns it into journaled garbage
             discard = [key for key in self.discard if key not in referenced]
@@ -565,17 +610,15 @@ class OpenFile:
                 return False
             cover = None
             with self._lock:
-                todo = [(i, bytes(self.buffers[i]), self.version.get(i, 0)) for i in sorted(self.dirty)
-                        if i in self.buffers]  # fmt: skip
-                if len(todo) == 1 and todo[0][0] == 0 and self.size <= self.cs:  # a one-chunk file
-                    key, cover = self.commits.first_key(self.id, self.path, self.size, self.mtime, todo[0][1])
+                todo, chunk_map, size, mtime, changes = self._snapshot()
+                if not todo:
+                    return False
+                if len(todo) == 1 and todo[0][0] == 0 and size <= self.cs:  # a one-chunk file
+                    key, cover = self.commits.first_key(self.id, self.path, size, mtime, todo[0][1])
                     keys = [key]
                 else:
                     keys = self._new_keys([(i, len(data)) for i, data, _ in todo])
-                uploading = {i: (key, len(data)) for (i, data, _), key in zip(todo, keys, strict=True)}
-                chunk_map, size, mtime, staged = self._snapshot(uploading)
-            if not todo:
-                return False
+                chunk_map.update({i: (key, len(data)) for (i, data, _), key in zip(todo, keys, strict=True)})
             # the commit goes to the pool and the first chunk is written here: the chunk write
             # (a create + fsync) is the longer step, so it starts without a thread hand-off
             written = [(key, data) for (_, data, _), key in zip(todo, keys, strict=True)]
@@ -610,7 +653,7 @@ class OpenFile:
                 self.commits.undo_fresh(self, gen)
                 raise error
             self.commits.trust(self.id, gen)
-            self._committed(gen, chunk_map, size, staged)
+            self._committed(gen, chunk_map, size, changes)
             return True
         finally:
             self.commits.end_overlap()
@@ -660,15 +703,25 @@ class OpenFile:
         return error
 
     def _install_committed(self, index: int, version: int, key: str, length: int) -> None:
-        """A chunk the journal already names has landed (caller holds ``_lock``)."""
-        if self.version.get(index, 0) != version or index not in self.dirty:
-            return  # written again or truncated meanwhile: it stays dirty; the next commit drops the key
+        """A chunk the journal names now has landed: the bytes chunk ``index`` had at
+        ``version`` (caller holds ``_lock``).
+
+        Unchanged since (the same version; a truncate that drops a chunk bumps it too), it is
+        the chunk's object now: clean, and any other upload of the same bytes (a write-behind
+        that raced the fsync's copy) is garbage. Written or cut again meanwhile, it stays dirty,
+        its newer bytes in its buffer, and this key, the journal's, is its stored object until
+        the next commit replaces it. Dropped by a truncate, or uploaded again by write-behind
+        (staged), it is left as it is: the next commit replaces the key in the journal."""
+        changed = self.version.get(index, 0) != version
+        if changed and index not in self.dirty:
+            return
         old = self.chunks.get(index)
         if old is not None and index in self.staged and old[0] != key:
             self.discard.append(old[0])
         self.chunks[index] = (key, length)
         self.staged.discard(index)
-        self.dirty.discard(index)
+        if not changed:
+            self.dirty.discard(index)
 
     def _buffered_bytes_locked(self) -> int:
         return sum(len(b) for b in self.buffers.values())

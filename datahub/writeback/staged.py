@@ -709,7 +709,7 @@ class StagedFile(OpenFile):
             with self._lock:
                 self.discard.extend(keys)
             raise
-        self._committed(gen, chunk_map, size, set())
+        self._committed(gen, chunk_map, size, self.changes)  # never bumped: its state is fstat's
 
     def _commit_small(self, size: int, mtime: float) -> bool:
         """A new file of one small chunk: its record commits while the chunk is written
@@ -752,7 +752,7 @@ class StagedFile(OpenFile):
                 self.commits.undo_fresh(self, gen)
                 raise write_error
             self.commits.trust(self.id, gen)
-            self._committed(gen, chunk_map, size, set())
+            self._committed(gen, chunk_map, size, self.changes)  # never bumped: its state is fstat's
             return True
         finally:
             self.commits.end_overlap()
