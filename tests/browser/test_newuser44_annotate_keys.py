@@ -44,6 +44,13 @@ def _tab_to(c: Chrome, want: str, limit: int = 40) -> None:
     raise AssertionError(f"Tab never reached {want!r}; at {_active(c)!r}")
 
 
+def _open_task(c: Chrome, base: str) -> None:
+    """The project's task page, at its first item (a dog)."""
+    task = project_in_page(c, PROJECT)["task"]
+    c.visit(f"{base}/labelx/tasks/{task}#0")
+    _wait_text(c, "#item-key", "train/dog/")
+
+
 def _key(c: Chrome, key: str) -> None:
     ActionChains(c.driver).send_keys(key).perform()
 
@@ -51,9 +58,7 @@ def _key(c: Chrome, key: str) -> None:
 def test_enter_presses_a_button_reached_by_keyboard(chrome: Chrome, env: Env) -> None:  # noqa: F811
     c = chrome
     with signed_in(c, env) as base:
-        task = project_in_page(c, PROJECT)["task"]
-        c.visit(f"{base}/labelx/tasks/{task}#0")
-        _wait_text(c, "#item-key", "train/dog/")
+        _open_task(c, base)
         first = c.find("#item-key").text
         _tab_to(c, "skip")
         _key(c, Keys.ENTER)  # Skip pressed: the item is skipped and the page goes to the next one
@@ -78,9 +83,7 @@ def test_enter_presses_a_button_reached_by_keyboard(chrome: Chrome, env: Env) ->
 def test_the_item_list_moves_with_arrow_keys_and_opens_with_enter(chrome: Chrome, env: Env) -> None:  # noqa: F811
     c = chrome
     with signed_in(c, env) as base:
-        task = project_in_page(c, PROJECT)["task"]
-        c.visit(f"{base}/labelx/tasks/{task}#0")
-        _wait_text(c, "#item-key", "train/dog/")
+        _open_task(c, base)
         keys = [li.get_attribute("title") for li in c.find_all("#items li")]
         assert len(keys) >= 4 and c.find("#item-key").text == keys[0]
         assert c.find("#items").get_attribute("role") == "listbox"

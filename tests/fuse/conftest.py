@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import json
 import os
 import random
 import select
@@ -167,6 +168,20 @@ def wait_until(predicate, timeout: float, interval: float = 0.02) -> None:
         time.sleep(interval)
 
 
+def recorded_snapshot(mnt: Path, timeout: float = 60) -> list[str]:
+    """The versions (``name@vN``) a bucket mount at ``mnt`` shows in its ``.datahub`` once its
+    listing is recorded as a snapshot (in the background after the mount is ready)."""
+    wait_until(lambda: json.loads((mnt / ".datahub").read_text())["versions"], timeout=timeout)
+    return json.loads((mnt / ".datahub").read_text())["versions"]
+
+
+def snapshot_version(mnt: Path) -> tuple[str, int]:
+    """The dataset and version number of the one snapshot a bucket mount at ``mnt`` recorded."""
+    [shown] = recorded_snapshot(mnt)
+    name, _, version = shown.partition("@")
+    return name, int(version.removeprefix("v"))
+
+
 def polled_stats(env: FuseEnv) -> dict[str, list[dict]]:
     """The ``mounts``, ``warmups``, ``backing_files`` and ``tiers`` (counters: the disk tier's
     usage is the CLI's, from the index) rows of ``datahub cache stats --json``,
@@ -191,9 +206,10 @@ def polled_mount(env: FuseEnv) -> dict:
     return mounts[-1] if mounts else {}
 
 
-def make_env(root: Path, endpoint: S3Endpoint, bucket: str | None = None) -> FuseEnv:
+def make_env(root: Path, endpoint: S3Endpoint, bucket: str | None = None, *, cache: str = "") -> FuseEnv:
     """A mount's config and home under ``root``, on a new bucket (or ``bucket``, which tests
-    share when filling it is their large cost, e.g. tests/fuse/test_bucket_by_directory.py)."""
+    share when filling it is their large cost, e.g. tests/fuse/test_bucket_by_directory.py).
+    ``cache``: more lines of its ``[cache]`` section (``"page_size = 16384\n"``), in ``config`` too."""
     bucket = bucket or endpoint.new_bucket("fuse")
     root.mkdir(parents=True, exist_ok=True)
     config_path = root / "datahub.toml"
@@ -210,7 +226,7 @@ def make_env(root: Path, endpoint: S3Endpoint, bucket: str | None = None) -> Fus
         "[cache]\n"
         "ram_bytes = 67108864\n"
         "flush_interval = 3600.0\n"
-        f"maintain_interval = {MAINTAIN_INTERVAL}\n"
+        f"maintain_interval = {MAINTAIN_INTERVAL}\n" + cache
     )
     return FuseEnv(root, config_path, load_config(config_path, env={}), bucket, endpoint)
 

@@ -12,7 +12,6 @@ versions: record ``v1/x`` read version v1's ``x``) is refused the same way.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,7 @@ import pytest
 from datahub.catalog import open_catalog
 from datahub.errors import InvalidInput
 from datahub.storage import StoreRegistry
-from tests.fuse.conftest import FuseEnv, upload_dataset, wait_until
+from tests.fuse.conftest import FuseEnv, snapshot_version, upload_dataset
 from tests.fuse.test_gaps26_umount import bind_mount
 
 pytestmark = pytest.mark.fuse
@@ -50,10 +49,7 @@ def test_a_bind_of_a_bucket_mounts_directory_never_reads_another_key(env: FuseEn
     catalog = open_catalog(env.config.resolved_catalog_url)
     try:
         with env.mounted(mnt, url):
-            wait_until(lambda: json.loads((mnt / ".datahub").read_text())["versions"], timeout=60)
-            [shown] = json.loads((mnt / ".datahub").read_text())["versions"]
-            name, _, version = shown.partition("@")
-            seq = int(version.removeprefix("v"))
+            name, seq = snapshot_version(mnt)
             with bind_mount(mnt / "train", below), bind_mount(mnt, whole):
                 assert (below / "train" / "a.bin").read_bytes() == OBJECTS["train/train/a.bin"]
                 for prefix in ("train/", ""):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import json
 import os
 import random
 import threading
@@ -23,7 +22,7 @@ from datahub.catalog.model import Put, Record
 from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from datahub.storage.base import ObjectStore
-from tests.fuse.conftest import FuseEnv, polled_stats, upload_dataset, wait_until
+from tests.fuse.conftest import FuseEnv, polled_stats, recorded_snapshot, upload_dataset
 from tests.tmpfs import small_tmpfs
 
 pytestmark = pytest.mark.fuse
@@ -282,12 +281,6 @@ def test_a_pinned_version_read_through_latest_never_gets_a_remounted_newer_versi
         catalog.close()
 
 
-def _recorded_snapshot(mnt: Path) -> list[str]:
-    """The versions a bucket mount shows once its listing is recorded (in the background)."""
-    wait_until(lambda: json.loads((mnt / ".datahub").read_text())["versions"], timeout=30)
-    return json.loads((mnt / ".datahub").read_text())["versions"]
-
-
 def test_a_pinned_bucket_snapshot_read_after_a_remount_never_gets_the_new_listings_bytes(
     env: FuseEnv,
 ) -> None:
@@ -305,7 +298,7 @@ def test_a_pinned_bucket_snapshot_read_after_a_remount_never_gets_the_new_listin
     try:
         with _filled(env, url, old) as store:
             with env.mounted(mnt, url, "--no-prefetch"):
-                [shown] = _recorded_snapshot(mnt)
+                [shown] = recorded_snapshot(mnt)
                 name, _, version = shown.partition("@")
                 pinned = VersionDataset.from_catalog(
                     catalog, name, int(version.removeprefix("v")), MountSource(mnt), transform=lambda d, _: d
@@ -314,7 +307,7 @@ def test_a_pinned_bucket_snapshot_read_after_a_remount_never_gets_the_new_listin
             for key, data in old.items():
                 store.put(key, _same_size_other_bytes(rng, data))
             with env.mounted(mnt, url, "--no-prefetch"):
-                assert _recorded_snapshot(mnt) != [shown]
+                assert recorded_snapshot(mnt) != [shown]
                 for i in range(len(pinned)):
                     with pytest.raises(ObjectChanged):
                         pinned[i]

@@ -11,14 +11,12 @@ other record reads its own bytes, and the snapshot mounted as a version (its key
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from datahub.catalog import open_catalog
 from datahub.errors import InvalidInput
 from datahub.storage import StoreRegistry
-from tests.fuse.conftest import FuseEnv, wait_until
+from tests.fuse.conftest import FuseEnv, snapshot_version
 
 pytestmark = pytest.mark.fuse
 
@@ -52,10 +50,8 @@ def test_a_record_shadowed_by_the_mounts_datahub_is_refused_never_read(
     catalog = open_catalog(env.config.resolved_catalog_url)
     try:
         with env.mounted(mnt, url):
-            wait_until(lambda: json.loads((mnt / ".datahub").read_text())["versions"], timeout=60)
-            [shown] = json.loads((mnt / ".datahub").read_text())["versions"]
-            name, _, version = shown.partition("@")
-            seq = int(version.removeprefix("v"))
+            name, seq = snapshot_version(mnt)
+            shown = f"{name}@v{seq}"
             recorded = {r.key for r in catalog.list_records(name, seq)}
             assert recorded == set(objects)  # the snapshot holds the bucket's .datahub objects
             assert (mnt / ".datahub").read_bytes() != objects.get(".datahub")  # the mount's own file

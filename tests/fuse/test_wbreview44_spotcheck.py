@@ -23,10 +23,7 @@ PAGE = 16384
 
 @pytest.fixture
 def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
-    env = make_env(tmp_path, moto_endpoint)
-    with open(env.config_path, "a") as fh:  # [cache] is the config's last section
-        fh.write(f"page_size = {PAGE}\n")
-    return env
+    return make_env(tmp_path, moto_endpoint, cache=f"page_size = {PAGE}\n")
 
 
 def _tree(root: Path) -> dict[str, bytes]:
