@@ -403,6 +403,13 @@ const KEYS = [
   { keys: ["?"], shown: ["?"], what: "show or hide these shortcuts", run: toggleKeys },
 ];
 
+// keys that act where the focus is, not page-wide: the help names them too (newuser44 made the
+// item list a listbox and Enter press a Tab-focused button; the help said neither)
+const FOCUS_KEYS = [
+  { shown: ["↑", "↓", "Home", "End"], what: "in the item list: move; Enter opens the item" },
+  { shown: ["Tab", "Enter"], what: "press the button Tab reached (Enter on a clicked one keeps its page-wide meaning)" },
+];
+
 function classAction(c) {
   if (S.schema.kind === "detection") return `class ${c.name} for new boxes, or for the selected box`;
   return S.schema.multi ? `add or remove ${c.name}` : `label ${c.name} and go to the next item`;
@@ -412,7 +419,8 @@ function renderKeys() {
   const row = (shown, what) => el("tr", {}, el("th", { scope: "row" }, shown.map(k => el("kbd", {}, k))), el("td", {}, what));
   $("keys-list").replaceChildren(
     ...S.schema.classes.map(c => row([c.key], classAction(c))),
-    ...KEYS.filter(b => detection || !b.boxes).map(b => row(b.shown, b.what)));
+    ...KEYS.filter(b => detection || !b.boxes).map(b => row(b.shown, b.what)),
+    ...FOCUS_KEYS.map(b => row(b.shown, b.what)));
   $("keys-mouse").hidden = !detection;
 }
 function toggleKeys() {

@@ -70,6 +70,9 @@ def test_the_keys_are_listed_from_the_schema_and_the_handler(chrome: Chrome, env
         assert rows["2"] == "label dog and go to the next item"
         for keys in ("Enter", "N →", "P ←", "S", "A", "Z U Ctrl+Z", "?"):
             assert keys in rows, f"{keys!r} is not in the help: {rows}"
+        # keys acting where the focus is: the item list (a listbox) and a Tab-focused button
+        assert rows["↑ ↓ Home End"] == "in the item list: move; Enter opens the item"
+        assert rows["Tab Enter"].startswith("press the button Tab reached")
         assert "D Del" not in rows and "Esc" not in rows  # box keys: detection projects only
         assert not c.find("#keys-mouse").is_displayed()
 
