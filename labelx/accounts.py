@@ -181,13 +181,15 @@ class AccountRecords:
 
     def list_tokens(self, user_id: int | None = None) -> list[dict[str, Any]]:
         """Every live API token (or one user's): its id (the SHA-256 the table keeps, what
-        ``delete_token`` takes), owner, description, creation and expiry time (None: never). No
+        ``delete_token`` takes), owner, description, creation and expiry time (None: never), and
+        the id of the token it was made with (None: a password, a session or the operator). No
         secret: none is kept. Why: ``datahub labelx list-tokens`` shows an admin what is live,
-        to revoke by id; an expired token opens nothing, so it is not listed."""
+        to revoke by id, and which tokens a revoke takes with it; an expired token opens
+        nothing, so it is not listed."""
         rows = (
             self._conn()
             .execute(
-                "SELECT t.token_hash, u.name, t.description, t.created_at, t.expires_at FROM tokens t "
+                "SELECT t.token_hash, u.name, t.description, t.created_at, t.expires_at, t.made_by FROM tokens t "
                 "JOIN users u ON u.id = t.user_id WHERE (? IS NULL OR t.user_id = ?) "
                 "AND (t.expires_at IS NULL OR t.expires_at >= ?) "
                 "ORDER BY u.name, t.created_at, t.token_hash",
@@ -195,7 +197,7 @@ class AccountRecords:
             )
             .fetchall()
         )
-        keys = ("id", "user", "description", "created", "expires")
+        keys = ("id", "user", "description", "created", "expires", "made_by")
         return [dict(zip(keys, r, strict=True)) for r in rows]
 
     def token_user(self, token_hash: str) -> User | None:

@@ -328,7 +328,7 @@ def _create_token(args, ctx) -> int:
     return 0
 
 
-TOKEN_COLUMNS = ("user", "id", "description", "created")
+TOKEN_COLUMNS = ("user", "id", "description", "created", "made_by")
 
 
 def _list_tokens(args, ctx) -> int:

@@ -184,6 +184,7 @@ class TokenInfoOut(BaseModel):
     description: str
     created: float
     expires: float | None = None  # None: until revoked
+    made_by: str | None = None  # the id of the token it was made with: revoking that one revokes this
 
 
 class Ok(BaseModel):

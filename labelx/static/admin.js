@@ -14,10 +14,13 @@ async function loadTokens() {
     revoke.addEventListener("click", async () => {
       try {
         await api("POST", "/api/tokens/revoke", { id: t.id });
-        say(msg, `Revoked ${t.user}'s token ${t.id.slice(0, 12)}….`, "msg ok"); loadTokens();
+        const with_ = tokens.some(o => o.made_by === t.id) ? " and the tokens made with it" : "";
+        say(msg, `Revoked ${t.user}'s token ${t.id.slice(0, 12)}…${with_}.`, "msg ok"); loadTokens();
       } catch (e) { say(msg, e.message, "msg err"); }
     });
-    return el("tr", { "data-id": t.id }, el("td", {}, t.user), el("td.mono", { title: t.id }, t.id.slice(0, 12) + "…"),
+    // made with another token: revoking that one revokes this one too (caller44), so the page says so
+    const made = t.made_by ? el("div.muted", { title: t.made_by }, "made with " + t.made_by.slice(0, 12) + "…") : null;
+    return el("tr", { "data-id": t.id }, el("td", {}, t.user), el("td.mono", { title: t.id }, t.id.slice(0, 12) + "…", made),
       el("td", {}, t.description || "—"), el("td", {}, when(t.created)),
       el("td", {}, t.expires == null ? "never (until revoked)" : when(t.expires)), el("td", {}, revoke));
   };

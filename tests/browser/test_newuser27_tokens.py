@@ -52,8 +52,24 @@ def test_the_admin_page_lists_live_tokens_and_revokes_one(chrome: Chrome, env: E
         auth = {"Authorization": f"Bearer {secret}"}
         assert httpx.get(f"{base}/labelx/api/me", headers=auth, timeout=60).status_code == 200
 
+        # a token made with it: listed as such, and revoked with it (caller44)
+        child = httpx.post(
+            f"{base}/labelx/api/tokens",
+            json={"description": "made by the export", "expires_days": 7},
+            headers=auth,
+            timeout=60,
+        )
+        assert child.status_code == 201, child.text
+        child_auth = {"Authorization": f"Bearer {child.json()['token']}"}
+        c.visit(f"{base}/labelx/admin")
+        _wait_text(c, "#tokens", "made by the export")
+        [row] = [r for r in c.find_all("#tokens tr[data-id]") if "made by the export" in r.text]
+        assert f"made with {token_id[:12]}…" in row.text
+        c.check("caller44-admin-token-made-with")
+
         c.find(f'#tokens button[data-id="{token_id}"]').click()
-        _wait_text(c, "#tokens-msg", f"Revoked admin's token {token_id[:12]}…")
+        _wait_text(c, "#tokens-msg", f"Revoked admin's token {token_id[:12]}… and the tokens made with it.")
         _wait_text(c, "#tokens", "No live token.")
         c.check("newuser27-admin-token-revoked")
         assert httpx.get(f"{base}/labelx/api/me", headers=auth, timeout=60).status_code == 401
+        assert httpx.get(f"{base}/labelx/api/me", headers=child_auth, timeout=60).status_code == 401

@@ -81,6 +81,15 @@ def test_revoking_a_token_revokes_the_tokens_made_with_it(app) -> None:
         "token"
     ]
     assert all(_opens(app, t) for t in (root, child, grandchild, sibling, own))
+    # the listing (the admin page's, list-tokens') says which token each was made with
+    made_by = {t["id"]: t["made_by"] for t in ok(admin.get("/api/tokens"))}
+    assert made_by == {
+        sha256(root): None,
+        sha256(child): sha256(root),
+        sha256(grandchild): sha256(child),
+        sha256(sibling): sha256(root),
+        sha256(own): None,
+    }
 
     # revoking the child ends it and what it made, not its maker or its sibling
     ok(admin.post("/api/tokens/revoke", {"id": sha256(child)}))

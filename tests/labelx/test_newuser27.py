@@ -85,7 +85,7 @@ def test_labelx_tokens_are_listed_without_a_secret_and_revoked_by_id_or_stdin(
     assert all(isinstance(t["created"], float) for t in listed)
     rc, out, _ = _cli(env, tmp_path, capsys, "labelx", "list-tokens", "--user", "bob")
     assert rc == 0 and made["bob"]["id"] in out and made["alice"]["id"] not in out
-    assert out.splitlines()[0].split() == ["USER", "ID", "DESCRIPTION", "CREATED"]
+    assert out.splitlines()[0].split() == ["USER", "ID", "DESCRIPTION", "CREATED", "MADE_BY"]
     assert "lx_" not in out  # never a secret
     bearer = TestClient(app, base_url="http://127.0.0.1")
     for user in made:
