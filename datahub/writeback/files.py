@@ -18,8 +18,10 @@ version counter tells an upload whether its chunk was written again meanwhile (t
 stays dirty).
 
 An fsync commits the file as it was at one instant after it was called (wbreview44): under
-``_lock``, once no write-behind upload is in flight, it takes the size, the stored chunks
-and a copy of every dirty chunk; what changes after that instant stays to commit. So its
+``_lock``, once the write-behind uploads started before it was called have landed (never
+later ones, which a busy writer of the file starts without end: wbreview71), it takes the
+size, the stored chunks and a copy of every dirty chunk (from an upload still in flight,
+its bytes); what changes after that instant stays to commit. So its
 uploads are committed even if the chunk was written (or cut) again meanwhile, and it
 clears only what it committed: a staged chunk whose key is the one it committed, and the
 "size changed" mark only if no write or truncate came since (``changes``, a counter every
@@ -67,6 +69,10 @@ class OpenFile:
         self._idle = threading.Condition(self._lock)  # an upload in flight finished
         self.uploading: set[int] = set()
         self.inflight: dict[int, Buffer] = {}  # chunk bytes being uploaded (write-behind)
+        # write-behind uploads started so far, and the number of each one in flight (by chunk):
+        # an fsync waits only for those started before it was called (``_wait_uploads``)
+        self.uploads_started = 0
+        self._upload_number: dict[int, int] = {}
         self.size: int = rec["size"]
         self.mtime: float = rec["mtime"]
         self.mode: int = rec["mode"]
@@ -364,12 +370,15 @@ class OpenFile:
             data, version = self.buffers.pop(index), self.version.get(index, 0)
             self.inflight[index] = data
             self.uploading.add(index)
+            self.uploads_started += 1
+            self._upload_number[index] = self.uploads_started
         future = self.uploads.submit_upload(self.id, index, data, self.path)
         future.add_done_callback(lambda f: self._uploaded(f, index, version, data))
 
     def _uploaded(self, future: Future, index: int, version: int, data: Buffer) -> None:
         with self._lock:
             self.uploading.discard(index)
+            self._upload_number.pop(index, None)
             if self.inflight.get(index) is data:
                 del self.inflight[index]
             self._idle.notify_all()
@@ -380,9 +389,20 @@ class OpenFile:
             self._install(index, version, future.result(), len(data))
             # the clean chunk now lives in the shared tier only: RAM stays small
 
-    def _wait_uploads(self) -> None:
+    def _wait_uploads(self, started: int | None = None) -> None:
+        """Until no write-behind upload is in flight, or (``started``) none of the first
+        ``started`` uploads of this file (``uploads_started`` when the caller began).
+
+        Why the bound (wbreview71): an fsync that waited for *no* upload in flight never
+        returned while another handle kept writing the file (each write filling a chunk starts
+        an upload, so one was almost always in flight); it needs only the uploads of what was
+        written before it, and ``_snapshot`` copies the bytes of any upload started since."""
         with self._lock:
-            while self.uploading:
+            if started is None:
+                while self.uploading:
+                    self._idle.wait()
+                return
+            while any(n <= started for n in self._upload_number.values()):
                 self._idle.wait()
 
     def _write_behind(self) -> None:
@@ -411,9 +431,10 @@ class OpenFile:
                 changed = bool(
                     pending or self.staged or self.meta_dirty or self.discard or self.pending or self.unacked
                 )
+                started = self.uploads_started
             if not changed:
                 return
-            self._wait_uploads()
+            self._wait_uploads(started)  # those of writes before this call; never later ones
             if self.pending and self.dirty and self._commit_overlapped():
                 return
             with self._lock:
@@ -535,8 +556,11 @@ class OpenFile:
     def _snapshot(self) -> tuple[list[tuple[int, bytes, int]], dict, int, float, int]:
         """The file as it is now, for a commit (holds ``_lock``): (each dirty chunk's index,
         a copy of its bytes and its version; the map of the other chunks; size; mtime;
-        ``changes``). First waits (``_lock`` released meanwhile) until no write-behind upload
-        is in flight, so every dirty chunk is in ``buffers``.
+        ``changes``). A dirty chunk whose write-behind upload is in flight (started after the
+        fsync waited for the uploads before it) is copied from that upload's bytes, which no
+        write changes (a write copies them into a new buffer first): the fsync uploads its own
+        copy, and whichever upload lands second is garbage (``_install``,
+        ``_install_committed``).
 
         Why one instant (wbreview44): the chunks to upload, the map and the size were taken
         at three moments, with writes and truncates of other handles between them. A chunk
@@ -544,15 +568,22 @@ class OpenFile:
         uploads (its buffer was gone), and one written or cut again during the fsync's upload
         had that upload thrown away: either way the fsync committed the chunk's older journaled
         object and returned 0 without the writes made before it, next to the new size when a
-        truncate had cut the chunk (whose bytes past the cut came back when the file grew)."""
-        while self.uploading:
-            self._idle.wait()
+        truncate had cut the chunk (whose bytes past the cut came back when the file grew).
+
+        Why not wait for every upload in flight first, as wbreview44 did (wbreview71): a writer
+        that kept filling chunks through another handle kept one in flight, and the fsync
+        never returned."""
         last = (self.size + self.cs - 1) // self.cs
-        todo = [(i, bytes(self.buffers[i]), self.version.get(i, 0)) for i in sorted(self.dirty)
-                if i < last and i in self.buffers]  # fmt: skip
+        todo = []
+        for i in sorted(self.dirty):
+            held = self.buffers.get(i)
+            if held is None:
+                held = self.inflight.get(i)
+            if i < last and held is not None:
+                todo.append((i, bytes(held), self.version.get(i, 0)))
         chunk_map = {i: kl for i, kl in self.chunks.items() if i < last and i not in self.dirty}
-        for i in self.dirty:  # never without a buffer after the wait; its stored bytes if it were
-            if i < last and i not in self.buffers and i in self.chunks:
+        for i in self.dirty:  # never without bytes in memory; its stored bytes if it were
+            if i < last and i not in self.buffers and i not in self.inflight and i in self.chunks:
                 chunk_map[i] = self.chunks[i]
         return todo, chunk_map, self.size, self.mtime, self.changes
 
