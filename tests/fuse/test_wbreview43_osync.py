@@ -31,11 +31,13 @@ def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
     return make_env(tmp_path, moto_endpoint)
 
 
-@pytest.mark.parametrize("flags", [("--passthrough",), ()], ids=["passthrough", "daemon"])
+@pytest.mark.parametrize(
+    "flags", [("--passthrough",), (), ("--writeback-cache",)], ids=["passthrough", "daemon", "writeback-cache"]
+)
 def test_a_sync_descriptors_returned_writes_survive_kill_9_before_its_close(
     env: FuseEnv, flags: tuple[str, ...]
 ) -> None:
-    if flags:
+    if "--passthrough" in flags:
         from fuse_adapter import fuse_ops
 
         if not fuse_ops.PASSTHROUGH:
@@ -45,7 +47,7 @@ def test_a_sync_descriptors_returned_writes_survive_kill_9_before_its_close(
     held: list[int] = []
     try:
         with env.mounted(mnt, "--workspace", name, *flags) as proc:
-            if flags:
+            if "--passthrough" in flags:
                 _wait_passthrough(env, mnt)
             (mnt / "rewritten.log").write_bytes(b"old bytes, acknowledged by a close\n")
             for path, how in (
@@ -68,3 +70,27 @@ def test_a_sync_descriptors_returned_writes_survive_kill_9_before_its_close(
     assert got.get("sync.log") == b"first line\nsync.log\n"
     assert got.get("dsync.log") == b"first line\ndsync.log\n"
     assert got.get("rewritten.log") == b"first line\nrewritten.log\n"
+
+
+@pytest.mark.parametrize("flags", [(), ("--writeback-cache",)], ids=["daemon", "writeback-cache"])
+def test_a_per_call_dsync_write_through_the_daemon_survives_kill_9_before_its_close(
+    env: FuseEnv, flags: tuple[str, ...]
+) -> None:
+    """``pwritev2(..., RWF_DSYNC)`` on a plain descriptor (wbreview71): the kernel follows it
+    with an FSYNC, as for an ``O_DSYNC`` descriptor, on the daemon path with or without its
+    write-back cache. (On a staged file of a ``--passthrough`` mount it does not: docs/writeback.md,
+    "O_SYNC and O_DSYNC".)"""
+    name = "w71rwf"
+    mnt = env.mountpoint(name)
+    fd = -1
+    try:
+        with env.mounted(mnt, "--workspace", name, *flags) as proc:
+            (mnt / "old.log").write_bytes(b"acknowledged by a close\n")
+            fd = os.open(mnt / "old.log", os.O_WRONLY)
+            assert os.pwritev(fd, [b"ACKNOWLEDGED"], 0, os.RWF_DSYNC) == 12  # durable when it returns
+            _kill_9(proc)  # no close, no fsync
+            got = _remounted(env, mnt, name)
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)  # the mount is gone: ENOTCONN
+    assert got.get("old.log") == b"ACKNOWLEDGED by a close\n"
