@@ -32,7 +32,9 @@ def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
 
 
 @pytest.mark.parametrize(
-    "flags", [("--passthrough",), (), ("--writeback-cache",)], ids=["passthrough", "daemon", "writeback-cache"]
+    "flags",
+    [("--passthrough",), (), ("--writeback-cache",), ("--writes-in-c",)],
+    ids=["passthrough", "daemon", "writeback-cache", "writes-in-c"],
 )
 def test_a_sync_descriptors_returned_writes_survive_kill_9_before_its_close(
     env: FuseEnv, flags: tuple[str, ...]
@@ -72,7 +74,11 @@ def test_a_sync_descriptors_returned_writes_survive_kill_9_before_its_close(
     assert got.get("rewritten.log") == b"first line\nrewritten.log\n"
 
 
-@pytest.mark.parametrize("flags", [(), ("--writeback-cache",)], ids=["daemon", "writeback-cache"])
+@pytest.mark.parametrize(
+    "flags",
+    [(), ("--writeback-cache",), ("--writes-in-c",)],
+    ids=["daemon", "writeback-cache", "writes-in-c"],
+)
 def test_a_per_call_dsync_write_through_the_daemon_survives_kill_9_before_its_close(
     env: FuseEnv, flags: tuple[str, ...]
 ) -> None:
@@ -82,15 +88,20 @@ def test_a_per_call_dsync_write_through_the_daemon_survives_kill_9_before_its_cl
     "O_SYNC and O_DSYNC".)"""
     name = "w71rwf"
     mnt = env.mountpoint(name)
-    fd = -1
+    held: list[int] = []
     try:
         with env.mounted(mnt, "--workspace", name, *flags) as proc:
             (mnt / "old.log").write_bytes(b"acknowledged by a close\n")
-            fd = os.open(mnt / "old.log", os.O_WRONLY)
-            assert os.pwritev(fd, [b"ACKNOWLEDGED"], 0, os.RWF_DSYNC) == 12  # durable when it returns
+            held.append(os.open(mnt / "old.log", os.O_WRONLY))
+            # a new file: with --writes-in-c staged, its WRITEs answered in C
+            held.append(os.open(mnt / "new.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+            for fd in held:
+                assert os.pwritev(fd, [b"ACKNOWLEDGED"], 0, os.RWF_DSYNC) == 12  # durable when it returns
             _kill_9(proc)  # no close, no fsync
             got = _remounted(env, mnt, name)
     finally:
-        with contextlib.suppress(OSError):
-            os.close(fd)  # the mount is gone: ENOTCONN
+        for fd in held:
+            with contextlib.suppress(OSError):
+                os.close(fd)  # the mount is gone: ENOTCONN
     assert got.get("old.log") == b"ACKNOWLEDGED by a close\n"
+    assert got.get("new.log") == b"ACKNOWLEDGED"
