@@ -376,6 +376,7 @@ class OpenFile:
         future.add_done_callback(lambda f: self._uploaded(f, index, version, data))
 
     def _uploaded(self, future: Future, index: int, version: int, data: Buffer) -> None:
+        late: list[str] = []
         with self._lock:
             self.uploading.discard(index)
             self._upload_number.pop(index, None)
@@ -388,6 +389,15 @@ class OpenFile:
                 return
             self._install(index, version, future.result(), len(data))
             # the clean chunk now lives in the shared tier only: RAM stays small
+            if self.dropped:  # removed by a revert while it ran: no commit takes its garbage
+                late, self.discard = self.discard, []
+        if late:
+            self.uploads.delete_unreferenced(late)
+
+    def _started_now(self) -> int:
+        """How many write-behind uploads of this file have started (``_wait_uploads``)."""
+        with self._lock:
+            return self.uploads_started
 
     def _wait_uploads(self, started: int | None = None) -> None:
         """Until no write-behind upload is in flight, or (``started``) none of the first
@@ -396,7 +406,8 @@ class OpenFile:
         Why the bound (wbreview71): an fsync that waited for *no* upload in flight never
         returned while another handle kept writing the file (each write filling a chunk starts
         an upload, so one was almost always in flight); it needs only the uploads of what was
-        written before it, and ``_snapshot`` copies the bytes of any upload started since."""
+        written before it, and ``_snapshot`` copies the bytes of any upload started since. A
+        revert (``_back_to``, ``drop``) likewise: ``_reset`` makes a later one garbage."""
         with self._lock:
             if started is None:
                 while self.uploading:
@@ -495,7 +506,7 @@ class OpenFile:
 
     def _back_to(self, rec: dict, *, removed: bool) -> None:
         chunks = {int(i): (k, n) for i, (k, n) in rec["chunks"].items()}
-        self._wait_uploads()
+        self._wait_uploads(self._started_now())  # later ones land as garbage (``_reset``)
         if not removed:
             self._restore(rec["size"], rec["mtime"], chunks)
         with self._lock:
@@ -517,7 +528,7 @@ class OpenFile:
         """
         if not self.pending or not leave_overlay():
             return False
-        self._wait_uploads()
+        self._wait_uploads(self._started_now())  # later ones land as garbage (``_reset``)
         with self._lock:
             dropped = self._reset({}, 0, self.created, self.gen)
             self.dropped = True
@@ -541,10 +552,13 @@ class OpenFile:
         self.chunks, self.committed = chunks, dict(chunks)
         self.size = self.committed_size = size
         self.mtime, self.gen = mtime, gen
-        for index in self.dirty | set(self.buffers):
+        for index in self.dirty | set(self.buffers) | set(self.inflight):
             self.version[index] = self.version.get(index, 0) + 1
         self.dirty.clear()
         self.buffers.clear()
+        # uploads still running (started after the revert began waiting): forgotten changes,
+        # read nowhere now, never copied into a new buffer; each lands as garbage (``_uploaded``)
+        self.inflight.clear()
         self.staged.clear()
         self.discard = []
         self.meta_dirty = False

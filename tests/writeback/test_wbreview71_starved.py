@@ -56,3 +56,56 @@ def test_an_fsync_returns_beside_a_writer_that_never_pauses(env: Env) -> None:
             assert fh.read(0, len(MARK)) == MARK, "the fsync returned 0 without the write made before it"
     finally:
         ws.close()
+
+
+def test_a_revert_returns_beside_a_writer_that_never_pauses(env: Env) -> None:
+    """``Workspace.revert`` (a close refused for space: docs/writeback.md, "Out of space at
+    close") beside a handle that keeps filling chunks: it waited, like the fsync, until no
+    write-behind upload was in flight, and did not return while the other handle wrote. (A
+    mount's refused close did return on the daemon path in three runs: its WRITEs leave gaps.)
+    After it the file reads as its last acknowledged state (what the writer wrote since is its
+    own, uncommitted), and a crash keeps that."""
+    ws = env.open()
+    acked = b"a" * (2 * CHUNK)
+    writer = ws.open("f", create=True)
+    writer.write(0, acked)
+    writer.fsync()
+    stop, writes, errors = threading.Event(), [0], []
+
+    def write_on() -> None:
+        try:
+            pos = 0
+            while not stop.is_set():
+                writer.write(4 * CHUNK + pos, b"w" * CHUNK)
+                pos = (pos + CHUNK) % (256 * CHUNK)
+                writes[0] += 1
+        except BaseException as exc:  # reported by the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=write_on, name="busy-writer", daemon=True)
+    thread.start()
+    done = threading.Event()
+    try:
+        while writes[0] < 500 and thread.is_alive():
+            threading.Event().wait(0.01)
+        threading.Thread(target=lambda: (ws.revert("f"), done.set()), name="reverter", daemon=True).start()
+        returned = done.wait(BOUND) and thread.is_alive()
+        stop.set()
+        thread.join(60)
+        assert not errors, errors
+        assert done.wait(60), "the revert never returned, even once the writer stopped"
+        assert returned, f"the revert did not return in {BOUND:.0f} s beside the writer ({writes[0]} writes)"
+        assert ws.journal_record("f")["size"] == len(acked)
+        reader = ws.open("f")  # what the writer wrote since the revert is its own to commit
+        try:
+            assert reader.read(0, len(acked)) == acked
+        finally:
+            reader.close(commit=False)
+    finally:
+        stop.set()
+    ws = env.crash_and_reopen(ws)
+    try:
+        with ws.open("f") as fh:
+            assert fh.read(0, 3 * CHUNK) == acked
+    finally:
+        ws.close()
