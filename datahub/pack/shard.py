@@ -123,14 +123,15 @@ class _OpenEnvironments:
     downloaded it again and renamed it over the old one) got the handle an earlier reader had
     opened on the OLD file, and read its bytes (packed43). The file is opened first and the
     handle made through that descriptor (``/proc/self/fd/N``), so what ``accept`` checked is
-    exactly what LMDB maps. After a fork the child closes its inherited copy of a file's
-    handle and opens its own instead of using the parent's. Reference-counted so the last
-    reader to close releases the file.
+    exactly what LMDB maps; the descriptor is kept, so a reader can ask whether that file is
+    still as it was verified (``descriptor``). After a fork the child closes its inherited copy
+    of a file's handle and opens its own instead of using the parent's. Reference-counted so
+    the last reader to close releases the file.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._envs: dict[tuple[int, int, int], list[Any]] = {}  # -> [env, refcount]
+        self._envs: dict[tuple[int, int, int], list[Any]] = {}  # -> [env, refcount, fd]
 
     def acquire(self, path: Path, accept: Callable[[int, os.stat_result], None]) -> tuple[Any, Any]:
         """(key, env) of the file at ``path`` once ``accept(fd, its fstat)`` returned (it
@@ -150,7 +151,9 @@ class _OpenEnvironments:
                         # inherited through fork: close the child's copy of the mapping (lmdb
                         # refuses a second handle to a file it believes this process has open),
                         # unless a parent thread was reading it at the fork (datahub.lmdb_fork)
-                        if not close_inherited(self._envs.pop(stale)[0]):
+                        inherited = self._envs.pop(stale)
+                        os.close(inherited[2])  # the child's copy of the descriptor
+                        if not close_inherited(inherited[0]):
                             raise StorageError(
                                 f"cannot open shard {path} in this forked process: a thread of its "
                                 "parent was reading it at the fork, so the parent's handle stays open "
@@ -162,11 +165,17 @@ class _OpenEnvironments:
                                         readahead=False, max_readers=2048)  # fmt: skip
                     except lmdb.Error as exc:
                         raise StorageError(f"cannot open shard {path}: {exc}") from exc
-                    entry = self._envs[key] = [env, 0]
+                    entry = self._envs[key] = [env, 0, fd]
+                    fd = -1  # the entry's now (``descriptor``), closed with the handle
                 entry[1] += 1
                 return key, entry[0]
         finally:
-            os.close(fd)  # LMDB holds its own descriptor of the file
+            if fd >= 0:
+                os.close(fd)
+
+    def descriptor(self, key: tuple[int, int, int]) -> int:
+        """A descriptor of the file the handle ``key`` maps (held by a reader: open)."""
+        return self._envs[key][2]
 
     def release(self, key: tuple[int, int, int]) -> None:
         with self._lock:
@@ -176,6 +185,7 @@ class _OpenEnvironments:
             entry[1] -= 1
             if entry[1] <= 0:
                 del self._envs[key]
+                os.close(entry[2])
                 with using(entry[0]):
                     entry[0].close()
 
@@ -204,7 +214,11 @@ class ShardReader:
     reads it only if it holds the same bytes; otherwise ObjectChanged names the shard
     (``where``) and says to open the dataset again. Why: such a worker read whatever file was
     at the path then, a shard of another version of the pack included, without a word
-    (packed43). A process that has the file open keeps reading the file it opened.
+    (packed43). A process that has the file open keeps reading the file it opened while that
+    file stays as it was verified (one ``fstat`` per read): once it changed (rewritten in
+    place) the reader goes to the file at ``path`` under the same rule (the copy downloaded
+    again, when another open noticed the damage), else ObjectChanged. Why: it served the
+    changed bytes through its mapping, after a download of a good copy too (review71).
     """
 
     def __init__(
@@ -222,9 +236,24 @@ class ShardReader:
         self._env: Any = None
         self._key: Any = None
         self._pid = 0
+        #: handles left for a changed file, released at ``close``: another thread may be
+        #: reading through one still
+        self._retired: list[tuple[int, int, int]] = []
+        self._refused: tuple[int, ...] | None = None  # a file _accept hashed and refused
+        self._lock, self._lock_pid = threading.Lock(), os.getpid()
 
     def _open(self) -> Any:
-        if self._env is None or self._pid != os.getpid():
+        key, env = self._key, self._env  # the key first: it is replaced before the handle
+        if env is not None and self._pid == os.getpid() and self._as_verified(key):
+            return env
+        if self._lock_pid != os.getpid():  # a forked child: a parent thread may have held it
+            self._lock, self._lock_pid = threading.Lock(), os.getpid()
+        with self._lock:
+            if self._env is not None and self._pid == os.getpid():
+                if self._as_verified(self._key) or self._verified_again():
+                    return self._env
+                self._retired.append(self._key)  # the mapped copy no longer holds the shard
+                self._env = None
             try:
                 self._key, self._env = _ENVIRONMENTS.acquire(self.path, self._accept)
             except StorageError as exc:
@@ -232,7 +261,27 @@ class ShardReader:
                     raise
                 raise self._changed("was removed after PackedDataset.open verified it") from exc
             self._pid = os.getpid()
-        return self._env
+            return self._env
+
+    def _as_verified(self, key: tuple[int, int, int]) -> bool:
+        """Whether the file this process maps (handle ``key``) is still in the state it was
+        verified in. A reader bound to no digest is not checked: it could not tell a changed
+        file from one merely renamed over or removed (which moves its ctime too), and keeps
+        what it opened."""
+        if self.identity is None or not self.sha256:
+            return True
+        return file_identity(os.fstat(_ENVIRONMENTS.descriptor(key))) == self.identity
+
+    def _verified_again(self) -> bool:
+        """Whether the mapped file, changed in state since it was verified, still holds the
+        shard's bytes (hashed: a rename over it or its removal moves its ctime as a write does);
+        if so it is the verified state from now on."""
+        fd = _ENVIRONMENTS.descriptor(self._key)
+        before = os.fstat(fd)
+        if _fd_sha256(fd) != self.sha256 or file_identity(os.fstat(fd)) != file_identity(before):
+            return False
+        self.identity = file_identity(before)
+        return True
 
     def _accept(self, fd: int, st: os.stat_result) -> None:
         """Raise ObjectChanged unless the open file ``fd`` is the bound copy or holds its bytes."""
@@ -241,9 +290,10 @@ class ShardReader:
         found = file_identity(st)
         if found == self.identity:
             return
-        if self.sha256 and _fd_sha256(fd) == self.sha256:
+        if found != self._refused and self.sha256 and _fd_sha256(fd) == self.sha256:
             self.identity = found  # another copy of the same bytes (downloaded again)
             return
+        self._refused = found  # not hashed again at the next read while it stays so
         raise self._changed(
             "is no longer the file PackedDataset.open verified (it was replaced or changed since) "
             "and does not hold the shard's bytes" + (f" (sha256:{self.sha256})" if self.sha256 else "")
@@ -285,6 +335,10 @@ class ShardReader:
     def close(self) -> None:
         if self._env is not None and self._pid == os.getpid():
             _ENVIRONMENTS.release(self._key)
+        for key in self._retired:
+            if key[0] == os.getpid():  # a parent's handles are the parent's
+                _ENVIRONMENTS.release(key)
+        self._retired.clear()
         self._env = None
 
     def __getstate__(self) -> dict[str, Any]:
