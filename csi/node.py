@@ -307,6 +307,8 @@ class NodeService:
         self._stop_leftover_process(volume_dir)
         if spec.kind == "bucket":
             access.require_own_credentials(overrides, spec.bucket_url, volume_id)
+        if _own_endpoint(overrides, self.config):  # the plugin's keys would sign for that endpoint
+            access.require_keys_for_endpoint(overrides, volume_id)
         if spec.kind == "workspace":
             overrides = {**overrides, "cache": {"profile": "write-back"}}
         elif spec.cache != "none" and _own_endpoint(overrides, self.config):
