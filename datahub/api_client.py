@@ -77,6 +77,29 @@ def retry_after(response: httpx.Response) -> float | None:
     return min(float(value), MAX_RETRY_AFTER)
 
 
+def header_token(token: str, *, given: bool = False) -> str:
+    """``token`` as an ``Authorization`` header carries it: whitespace around it dropped (a
+    Kubernetes Secret made from a file keeps its newline; the server strips it too), and
+    InvalidInput, which never shows it, for any other character a bearer token cannot hold.
+
+    Why: httpx refused such a header with an error quoting it whole (``LocalProtocolError:
+    Illegal header value b'Bearer dh_…\\n'``), which this client retried as an unreachable
+    server and reported in CatalogUnavailable: the CLI's output, a mount's log and its
+    ``.datahub`` file, a pack task's failure, and through the CSI node plugin the pod's events,
+    where the users of the pod's namespace read the node's token (caller71). A non-ASCII one
+    failed with a bare UnicodeEncodeError."""
+    token = token.strip()
+    if all("!" <= c <= "~" for c in token):  # visible ASCII: RFC 6750's b64token and more
+        return token
+    where = "the API token given to this client" if given else f"the API token in ${TOKEN_ENV}"
+    raise InvalidInput(
+        f"{where} holds a character an HTTP header cannot carry (a control character, a space or a "
+        "non-ASCII one; the token is not shown): set it to the token `datahub token create` printed, "
+        "on one line (a Secret made from a file may hold the file's other lines)",
+        setting=TOKEN_ENV,
+    )
+
+
 class ApiClient:
     """A pooled httpx client of one datahub API server, with the retry and error rules above."""
 
@@ -94,7 +117,8 @@ class ApiClient:
         self.url = url.rstrip("/")
         self.attempts, self.backoff, self.budget = max(1, attempts), backoff, budget
         self._timeout, self._connect_timeout = timeout, connect_timeout
-        token = token if token is not None else os.environ.get(TOKEN_ENV, "")
+        given = token is not None
+        token = header_token(token if given else os.environ.get(TOKEN_ENV, ""), given=given)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._clients = PerProcess(
             lambda: httpx.Client(
@@ -353,5 +377,6 @@ class ApiClient:
 
 
 def _safe(exc: BaseException) -> str:
-    """A transport error's text (httpx's never carries request headers, so never the token)."""
+    """A transport error's text; httpx's carries no request header once ``header_token`` has
+    checked the token (an illegal header value was quoted whole in it)."""
     return str(exc) or type(exc).__name__
