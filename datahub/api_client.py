@@ -24,6 +24,7 @@ import httpx
 
 from datahub.errors import CatalogUnavailable, DatahubError, InvalidInput, Unauthenticated
 from datahub.procs import PerProcess
+from datahub.validation import without_password
 
 TOKEN_ENV = "DATAHUB_API_TOKEN"
 T = TypeVar("T")
@@ -114,7 +115,8 @@ class ApiClient:
         backoff: float = 0.2,
         budget: float = 60.0,
     ) -> None:
-        self.url = url.rstrip("/")
+        self._base = url.rstrip("/")  # what requests go to; self.url is what messages show
+        self.url = without_password(self._base)
         self.attempts, self.backoff, self.budget = max(1, attempts), backoff, budget
         self._timeout, self._connect_timeout = timeout, connect_timeout
         given = token is not None
@@ -122,7 +124,7 @@ class ApiClient:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._clients = PerProcess(
             lambda: httpx.Client(
-                base_url=self.url,
+                base_url=self._base,
                 headers=headers,
                 timeout=httpx.Timeout(timeout, connect=connect_timeout),
                 limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
