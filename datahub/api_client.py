@@ -81,7 +81,9 @@ def retry_after(response: httpx.Response) -> float | None:
 def header_token(token: str, *, given: bool = False) -> str:
     """``token`` as an ``Authorization`` header carries it: whitespace around it dropped (a
     Kubernetes Secret made from a file keeps its newline; the server strips it too), and
-    InvalidInput, which never shows it, for any other character a bearer token cannot hold.
+    InvalidInput, which never shows it, for any other character no token has (a header cannot
+    carry a control character or a non-ASCII one; a space inside is a mistake such as
+    ``Bearer dh_…`` in the variable).
 
     Why: httpx refused such a header with an error quoting it whole (``LocalProtocolError:
     Illegal header value b'Bearer dh_…\\n'``), which this client retried as an unreachable
@@ -94,9 +96,10 @@ def header_token(token: str, *, given: bool = False) -> str:
         return token
     where = "the API token given to this client" if given else f"the API token in ${TOKEN_ENV}"
     raise InvalidInput(
-        f"{where} holds a character an HTTP header cannot carry (a control character, a space or a "
-        "non-ASCII one; the token is not shown): set it to the token `datahub token create` printed, "
-        "on one line (a Secret made from a file may hold the file's other lines)",
+        f"{where} holds a character no API token has (a space, a control character or a non-ASCII "
+        "one; the token is not shown): set it to the token `datahub token create` printed, alone "
+        "(no 'Bearer ' before it) and on one line (a Secret made from a file may hold the file's "
+        "other lines)",
         setting=TOKEN_ENV,
     )
 
