@@ -11,7 +11,9 @@ principal is ``system:serviceaccount:<namespace>:<name>``, Kubernetes' own name 
 * the commit itself is made with the plugin's own catalog credentials: with a server as its
   catalog, that token needs ``writer`` too (``require_plugin_writer``), asked at publish;
 * a bucket has no access list, so a bucket volume reads with the S3 credentials its own
-  secrets bring, never the plugin's (``require_own_credentials``).
+  secrets bring, never the plugin's (``require_own_credentials``);
+* the plugin's S3 keys go to the plugin's own endpoint only: secrets naming another one bring
+  keys of their own (``require_keys_for_endpoint``).
 """
 
 from __future__ import annotations
@@ -85,6 +87,28 @@ def require_own_credentials(overrides: Mapping[str, object], bucket_url: str, vo
         "pod a nodePublishSecretRef (a PV: nodeStageSecretRef) with s3AccessKeyId and "
         "s3SecretAccessKey; the plugin's own credentials serve only datasets, whose access "
         "lists it checks",
+        volume_id=volume_id,
+    )
+
+
+def require_keys_for_endpoint(overrides: Mapping[str, object], volume_id: str) -> None:
+    """AccessDenied unless secrets that point S3 at another endpoint than the plugin's bring an
+    access key and secret of their own (called only for such secrets).
+
+    The secrets overlay the plugin's ``[s3]``. With ``s3Endpoint`` alone, the mount process
+    signed each read of a dataset's records outside the platform's objects bucket with the
+    plugin's keys and sent it to the endpoint the pod's Secret named: whoever ran it read the
+    plugin's access key id in every ``Authorization`` header (and its session token, with
+    temporary credentials), caller71. The secret key itself never leaves (SigV4 sends an HMAC
+    bound to that endpoint's host), but none of the plugin's credentials belongs there."""
+    s3 = overrides.get("s3")
+    if isinstance(s3, Mapping) and s3.get("access_key_id") and s3.get("secret_access_key"):
+        return
+    raise AccessDenied(
+        f"volume {volume_id!r}: its secrets name an S3 endpoint (s3Endpoint) other than the plugin's "
+        "without keys of their own, and the plugin's S3 keys are never sent to another endpoint: give "
+        "s3AccessKeyId and s3SecretAccessKey for that endpoint in the same Secret, or leave s3Endpoint "
+        "out to read through the plugin's",
         volume_id=volume_id,
     )
 

@@ -307,6 +307,10 @@ class NodeService:
         self._stop_leftover_process(volume_dir)
         if spec.kind == "bucket":
             access.require_own_credentials(overrides, spec.bucket_url, volume_id)
+        if _own_endpoint(overrides, self.config):  # the plugin's keys would sign for that endpoint
+            access.require_keys_for_endpoint(overrides, volume_id)
+            if spec.kind == "bucket":  # its listing is that endpoint's, not the platform bucket's
+                extra["own_endpoint"] = True
         if spec.kind == "workspace":
             overrides = {**overrides, "cache": {"profile": "write-back"}}
         elif spec.cache != "none" and _own_endpoint(overrides, self.config):
@@ -1458,6 +1462,10 @@ def _mount_args(p: Published, *, first: bool, author: str = "") -> list[str]:
         args.append("--no-cache")
     elif spec.prefetch is not None:  # else the mount's default (versions: on; buckets: the policy)
         args.append("--prefetch" if spec.prefetch else "--no-prefetch")
+    if spec.kind == "bucket" and p.extra.get("own_endpoint"):
+        # a snapshot's URLs name the bucket, not the endpoint: a listing of the endpoint a pod's
+        # Secret names is never recorded as the platform bucket's snapshot (caller71)
+        args.append("--no-snapshot")
     if spec.kind == "bucket" and first:
         # every publication lists the bucket itself, with its own credentials: the newest version of
         # s3.<bucket>.<prefix> may be one any API token committed (records naming other objects),

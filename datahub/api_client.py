@@ -24,6 +24,7 @@ import httpx
 
 from datahub.errors import CatalogUnavailable, DatahubError, InvalidInput, Unauthenticated
 from datahub.procs import PerProcess
+from datahub.validation import without_password
 
 TOKEN_ENV = "DATAHUB_API_TOKEN"
 T = TypeVar("T")
@@ -77,6 +78,32 @@ def retry_after(response: httpx.Response) -> float | None:
     return min(float(value), MAX_RETRY_AFTER)
 
 
+def header_token(token: str, *, given: bool = False) -> str:
+    """``token`` as an ``Authorization`` header carries it: whitespace around it dropped (a
+    Kubernetes Secret made from a file keeps its newline; the server strips it too), and
+    InvalidInput, which never shows it, for any other character no token has (a header cannot
+    carry a control character or a non-ASCII one; a space inside is a mistake such as
+    ``Bearer dh_…`` in the variable).
+
+    Why: httpx refused such a header with an error quoting it whole (``LocalProtocolError:
+    Illegal header value b'Bearer dh_…\\n'``), which this client retried as an unreachable
+    server and reported in CatalogUnavailable: the CLI's output, a mount's log and its
+    ``.datahub`` file, a pack task's failure, and through the CSI node plugin the pod's events,
+    where the users of the pod's namespace read the node's token (caller71). A non-ASCII one
+    failed with a bare UnicodeEncodeError."""
+    token = token.strip()
+    if all("!" <= c <= "~" for c in token):  # visible ASCII: RFC 6750's b64token and more
+        return token
+    where = "the API token given to this client" if given else f"the API token in ${TOKEN_ENV}"
+    raise InvalidInput(
+        f"{where} holds a character no API token has (a space, a control character or a non-ASCII "
+        "one; the token is not shown): set it to the token `datahub token create` printed, alone "
+        "(no 'Bearer ' before it) and on one line (a Secret made from a file may hold the file's "
+        "other lines)",
+        setting=TOKEN_ENV,
+    )
+
+
 class ApiClient:
     """A pooled httpx client of one datahub API server, with the retry and error rules above."""
 
@@ -91,14 +118,16 @@ class ApiClient:
         backoff: float = 0.2,
         budget: float = 60.0,
     ) -> None:
-        self.url = url.rstrip("/")
+        self._base = url.rstrip("/")  # what requests go to; self.url is what messages show
+        self.url = without_password(self._base)
         self.attempts, self.backoff, self.budget = max(1, attempts), backoff, budget
         self._timeout, self._connect_timeout = timeout, connect_timeout
-        token = token if token is not None else os.environ.get(TOKEN_ENV, "")
+        given = token is not None
+        token = header_token(token if given else os.environ.get(TOKEN_ENV, ""), given=given)
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self._clients = PerProcess(
             lambda: httpx.Client(
-                base_url=self.url,
+                base_url=self._base,
                 headers=headers,
                 timeout=httpx.Timeout(timeout, connect=connect_timeout),
                 limits=httpx.Limits(max_connections=32, max_keepalive_connections=16),
@@ -353,5 +382,6 @@ class ApiClient:
 
 
 def _safe(exc: BaseException) -> str:
-    """A transport error's text (httpx's never carries request headers, so never the token)."""
+    """A transport error's text; httpx's carries no request header once ``header_token`` has
+    checked the token (an illegal header value was quoted whole in it)."""
     return str(exc) or type(exc).__name__

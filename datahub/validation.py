@@ -409,3 +409,17 @@ def load_stored_json(text: str) -> Any:
     except RecursionError:
         return Unreadable(text)
     return Unreadable(text) if json_depth(value) > MAX_JSON_DEPTH else value
+
+
+# scheme, slashes and a user, then ":PASSWORD@" (up to the last "@" before the path): a URL's
+# user part, also in a URL that is otherwise mistyped ("mongodb:/user:pw@host")
+_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:/*[^/?#:@]*):[^/?#]*@")
+
+
+def without_password(url: str) -> str:
+    """``url`` with the password of its user part written ``****``
+    (``mongodb://user:****@host/db``): what an error, a log line or a page may show of a URL
+    it was given. Why: an error about a catalog URL reaches people who must not hold the
+    catalog's password, such as the users of a pod's namespace, who read the CSI node plugin's
+    NodePublishVolume errors in the pod's events (caller71)."""
+    return _URL_PASSWORD.sub(r"\1:****@", url, count=1)

@@ -124,10 +124,15 @@ class BucketLister:
         whole_max: int,
         on_by_directory: Callable[[], None] | None = None,
         first: Iterator[ObjectInfo] | None = None,
+        record: bool = True,
     ) -> None:
         """``first``: the bucket's listing from its start, its first page already fetched
         (``layout.first_listing``): the whole listing goes on from it instead of asking for
-        that page again."""
+        that page again. ``record`` false (``--no-snapshot``): the listing is served and
+        committed nowhere. Why (caller71): a snapshot's URLs name the bucket, never the
+        endpoint, so a CSI bucket volume listed from an endpoint its pod's Secret named (a
+        bucket of the platform bucket's name there) committed that endpoint's listing as the
+        platform bucket's snapshot, which pods granted on it read with the platform's keys."""
         self._tree = tree
         self._first = first
         self._feed = feed
@@ -138,6 +143,7 @@ class BucketLister:
         self._url = url
         self._whole_max = max(0, whole_max)
         self._on_by_directory = on_by_directory
+        self._record = record
         self._queue: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._whole = threading.Event()
         self._stopped = False
@@ -261,6 +267,14 @@ class BucketLister:
         records stayed in the snapshot. With ``base`` the store refuses such a commit
         (StaleBase); the next try reads the new head and lists again."""
         info = self._info
+        if not self._record:
+            self.refused = "listed from an endpoint other than the catalog's"
+            self._unrecorded(
+                f"not committed: {self._url} was listed from an S3 endpoint the mount was given for "
+                f"itself (--no-snapshot: a CSI volume's Secret names it), so its listing is not the "
+                f"snapshot of that bucket that dataset {self._dataset!r} records"
+            )
+            return None
         catalog = self._catalog_factory()
         try:
             for attempt in range(1, SNAPSHOT_TRIES + 1):

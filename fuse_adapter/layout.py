@@ -208,9 +208,11 @@ def bucket_view(
     on_by_directory: Callable[[], None] | None = None,
     uid: int | None = None,
     gid: int | None = None,
+    record: bool = True,
 ) -> tuple[ReadOnlyView, list[Loader], MountInfo]:
     """``MOUNT/<key>`` of a bucket prefix, listed by this mount, committed as a new snapshot
-    when the dataset of its name is one mounts make (made here when missing).
+    when the dataset of its name is one mounts make (made here when missing). ``record``
+    false (``--no-snapshot``): the listing is served and committed nowhere, nothing is made.
 
     The listing is the bucket's own, read with the mount's credentials: an existing version
     of the snapshot dataset is never shown instead (the module's docstring says why). It is
@@ -221,14 +223,15 @@ def bucket_view(
     dataset = snapshot_dataset_name(url)
     store = stores.store(url)
     first = first_listing(store, url)  # before the snapshot dataset is made: a refusal makes nothing
-    catalog = catalog_factory()
-    try:
+    if record:
+        catalog = catalog_factory()
         try:
-            catalog.create_dataset(dataset, description=f"snapshots of {url} taken by mounts", source=url)
-        except AlreadyExists:
-            pass
-    finally:
-        catalog.close()
+            try:
+                catalog.create_dataset(dataset, description=f"snapshots of {url} taken by mounts", source=url)
+            except AlreadyExists:
+                pass
+        finally:
+            catalog.close()
     tree = ListingTree(mtime=time.time())
     view = ReadOnlyView(tree, source, uid=uid, gid=gid)
     info = MountInfo(source=url)
@@ -238,7 +241,7 @@ def bucket_view(
     feed = tree.start_feed(ROOT_INODE, store.url_for(""), name=url)
     lister = BucketLister(
         tree, feed, store, info, catalog_factory, dataset, url,
-        whole_max=whole_max, on_by_directory=on_by_directory, first=first,
+        whole_max=whole_max, on_by_directory=on_by_directory, first=first, record=record,
     )  # fmt: skip
     log.info("mounting %s: listing it for a new snapshot of dataset %s", url, dataset)
     loader = Loader(dataset, _start(dataset, lister.run), feed, lister.files, lister.want_whole)

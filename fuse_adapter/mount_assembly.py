@@ -71,6 +71,8 @@ class ReadOnlyMount(MountSettings):
     prefetch_flag: bool = False
     #: a bucket mount's warm-up: True, False, or None (automatic: ``datahub.cache.warmup_policy``)
     bucket_warmup: bool | None = None
+    #: a bucket mount commits its listing as the snapshot's next version (``--no-snapshot``: not)
+    record_snapshot: bool = True
     #: the read modes the flags ask for (``fast_path``)
     asked: Asked = Asked()
 
@@ -144,6 +146,7 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
                 urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup, access),
                 whole_max=bucket_list_whole_max(m, config),
                 on_by_directory=bucket_warmup.listing_deferred, uid=m.uid, gid=m.gid,
+                record=m.record_snapshot,
             )  # fmt: skip
         else:
             specs = [layout.VersionSpec.parse(s) for s in m.sources]

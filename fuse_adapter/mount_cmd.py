@@ -64,6 +64,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="bucket: accepted and changes nothing (every bucket mount lists the bucket and takes a new snapshot)",
     )
+    p.add_argument(
+        "--no-snapshot",
+        action="store_true",
+        help="bucket: serve the listing without committing it as a version of the bucket's snapshot "
+        "dataset (the CSI plugin's, for a bucket listed from an endpoint a volume's Secret names: "
+        "not the listing of the bucket the catalog's readers read)",
+    )
     p.add_argument("--endpoint", metavar="URL", help="S3 endpoint URL (overrides s3.endpoint_url)")
     p.add_argument("--cache-dir", metavar="DIR", help="local cache directory (overrides cache.disk_dir)")
     p.add_argument(
@@ -319,6 +326,7 @@ def readonly_mount(args: argparse.Namespace, common: dict) -> ReadOnlyMount:
         warm_up=warm_up_wanted(args),
         prefetch_flag=bool(args.prefetch),
         bucket_warmup=bucket_warmup_mode(args),
+        record_snapshot=not args.no_snapshot,
         asked=asked,
     )
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -41,7 +41,7 @@ from datahub.errors import (
     StorageError,
     Unauthenticated,
 )
-from datahub.validation import check_key, check_name, check_prefix
+from datahub.validation import check_key, check_name, check_prefix, without_password
 from datahub.web import Pages, page_headers
 from datahub.web.cookies import delete_cookie, read_cookie, set_cookie
 
@@ -542,11 +542,9 @@ def _without_password(url: str) -> tuple[str, str]:
     """``url`` with its password (``mongodb://user:PASSWORD@host/db``) replaced by ``****``,
     and the script's line saying so: a page's reader need not be the catalog's owner, and
     every reader of the page would read it."""
-    parts = urlsplit(url)
-    if parts.password is None:
+    shown = without_password(url)  # the rule of every error naming a URL too
+    if shown == url:
         return url, ""
-    host = parts.netloc.rpartition("@")[2]
-    shown = urlunsplit(parts._replace(netloc=f"{parts.username or ''}:****@{host}"))
     return shown, "\n# the catalog's password is not shown: put it in place of **** below"
 
 

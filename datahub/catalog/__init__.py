@@ -32,6 +32,7 @@ from datahub.catalog.model import (
 from datahub.catalog.snapshots import is_bucket_snapshot, snapshot_dataset_name, snapshot_name
 from datahub.catalog.store import CatalogStore
 from datahub.errors import InvalidInput
+from datahub.validation import without_password
 
 
 class RetrySchedule(Protocol):
@@ -68,7 +69,7 @@ def open_store(url: str, *, retry: RetrySchedule | None = None) -> CatalogStore:
             }
         return HttpCatalogStore(url, **options)  # the API token comes from $DATAHUB_API_TOKEN
     raise InvalidInput(
-        f"unsupported catalog URL {url!r}: use sqlite:///path.db, mongodb://host/db, mongomock://x/db "
+        f"unsupported catalog URL {without_password(url)!r}: use sqlite:///path.db, mongodb://host/db, mongomock://x/db "
         "or http(s)://datahub-api:port"
     )
 
