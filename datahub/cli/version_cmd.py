@@ -217,10 +217,11 @@ def tag(args: argparse.Namespace, ctx: CliContext) -> int:
     except VersionNotFound:
         before = None
     if before is not None and before != target.seq and not args.force:
-        # a tag names what someone trained or evaluated on: moving it is said, never silent
+        # a tag names what someone trained or evaluated on: moving it is said, never silent; the
+        # command in backticks, so it is shown as this user runs datahub (as_typed; newuser71)
         raise Conflict(
             f"tag {args.tag} of {args.dataset} already names v{before}; to move it to v{target.seq}: "
-            f"datahub tag {args.dataset} {args.tag} {args.ref} --force",
+            f"`datahub tag {args.dataset} {args.tag} {args.ref} --force`",
             dataset=args.dataset,
             tag=args.tag,
         )
