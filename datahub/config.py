@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import tomllib
 import warnings
 from collections.abc import Mapping
@@ -486,3 +487,14 @@ def load_config(
         return Config(**_merged(from_file, _env_settings(env), given))
     except ValidationError as exc:
         raise _error(exc, toml, env, given) from None
+
+
+def init_command(config: Config, path: Path) -> str:
+    """The ``datahub init`` that creates the SQLite catalog at ``path``, as a message names it.
+
+    Why: it named ``--home HOME`` alone, which creates HOME/catalog.db; for a catalog chosen
+    elsewhere (``--catalog sqlite:///other.db``) that command made another file, and the command
+    that was refused was refused again with the same message (newuser71)."""
+    if path == config.home_path / "catalog.db":
+        return f"datahub --home {shlex.quote(str(config.home_path))} init"
+    return f"datahub --home {shlex.quote(str(config.home_path))} --catalog {shlex.quote(f'sqlite:///{path}')} init"

@@ -34,7 +34,7 @@ from fsspec.spec import AbstractBufferedFile, AbstractFileSystem
 
 from datahub.catalog.model import Record
 from datahub.catalog.store import past_subtree
-from datahub.config import Config, load_config
+from datahub.config import Config, init_command, load_config
 from datahub.errors import NotFound, ReadOnly, RecordNotFound
 from datahub.procs import at_exit, cancel_at_exit
 from datahub.storage.base import ObjectRef
@@ -109,7 +109,7 @@ class DatahubFileSystem(AbstractFileSystem):
             raise FileNotFoundError(
                 f"datahub://: no catalog at {url[len('sqlite:///') :]} (home {self.config.home_path}): "
                 "pass home= the directory holding catalog.db, catalog_url=, config_path= or config=, "
-                f"or create one there with `datahub --home {self.config.home_path} init`"
+                f"or create one there with `{init_command(self.config, Path(url[len('sqlite:///') :]))}`"
             )
         return url
 

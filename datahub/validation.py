@@ -81,6 +81,8 @@ def split_version(text: str) -> tuple[str, str | None]:
     Nothing after the ``@`` is refused: ``sample@$REF`` with ``REF`` unset listed, exported,
     prefetched and mounted the latest version as if it had been asked for (newuser32)."""
     name, at, ref = text.partition("@")
+    if not at and not NAME_RE.fullmatch(name):
+        _refuse_other_separator(name)
     check_name(name)
     if at and not ref:
         raise InvalidInput(
@@ -88,6 +90,26 @@ def split_version(text: str) -> tuple[str, str | None]:
             f"e.g. {name}@v1, {name}@latest or {name}@TAG, or write {name} alone for the latest"
         )
     return name, ref or None
+
+
+# NAME:REF (as a container image is named) or NAME/REF (as a mount lays a version out): the
+# version meant, written with another separator than '@'
+_OTHER_SEPARATOR = re.compile(
+    r"([a-z0-9][a-z0-9._-]{0,62})[:/](v?[0-9]+|latest|[A-Za-z][A-Za-z0-9._-]{0,62})"
+)
+
+
+def _refuse_other_separator(text: str) -> None:
+    """Refuse ``pets:v1`` and ``pets/v1`` naming the version they mean. Why: ``datahub ls
+    pets:v1`` said only "invalid dataset name 'pets:v1': use 1-63 characters from [a-z0-9._-]",
+    which names no way to write a version (newuser71)."""
+    match = _OTHER_SEPARATOR.fullmatch(text) if isinstance(text, str) else None
+    if match is not None:
+        raise InvalidName(
+            f"invalid dataset name {text!r}: a version is written NAME@REF; did you mean "
+            f"'{match[1]}@{match[2]}'?",
+            name=text,
+        )
 
 
 def check_tag(tag: str, *, existing: bool = False) -> str:

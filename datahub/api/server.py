@@ -21,7 +21,7 @@ from datahub.api.local_mode import is_loopback
 from datahub.config import Config
 from datahub.errors import Conflict, DatahubError, InvalidInput
 
-API_CREDENTIALS = "create tokens with 'datahub token create'"
+API_CREDENTIALS = "create tokens with `datahub token create --principal NAME`"  # as typed (as_typed)
 
 
 def check_bind(config: Config, credentials: str = API_CREDENTIALS) -> None:

@@ -301,6 +301,24 @@ def datasets_page(request: Request, q: str = "", after: str = "") -> Response:
     return render(request, "datasets.html", title="Datasets", rows=rows, q=q, more=more, first=first)
 
 
+@router.get("/datasets", response_class=HTMLResponse)
+def datasets_cut_back(request: Request) -> Response:
+    """``/datasets`` (a dataset's address cut back, as its breadcrumb "Datasets" reads): the
+    datasets' page at ``/``, for a caller as every page (no credential: the sign-in first). It
+    was "no page at /datasets" (newuser71)."""
+    session.caller(request, browser_of(request).services)
+    return RedirectResponse("/", 303)
+
+
+@router.get("/datasets/{name}/versions", response_class=HTMLResponse)
+def versions_cut_back(request: Request, name: str) -> Response:
+    """``/datasets/NAME/versions`` (a version's address cut back): the dataset's page, which
+    lists its versions; a dataset the caller may not read answers as a missing one first. It
+    was "no page at /datasets/NAME/versions" (newuser71)."""
+    _dataset(request, name)
+    return RedirectResponse(f"/datasets/{quote(name)}", 303)
+
+
 @router.get("/datasets/{name}", response_class=HTMLResponse)
 def dataset_page(request: Request, name: str, before: int = 0) -> Response:
     if "@" in name[1:]:  # NAME@v3, as the CLI writes a version: it was 400 "invalid dataset name" (newuser36)

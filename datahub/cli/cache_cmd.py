@@ -68,17 +68,33 @@ def _resolve(ctx: CliContext, spec: str):
 
 
 def _warm(ctx: CliContext, name: str, version, prefix: str, label: str) -> int:
+    """Warm ``prefix`` of the version. A prefix under which there is no record says so on
+    stderr, with what is there, as ``ls`` does: ``prefetch pets@v1 --prefix trian/`` said only
+    "0 objects: 0 pages fetched …, 0 already cached" and exited 0, a typo read as a warm cache
+    (newuser71)."""
     cache = _cache(ctx)
     records = ctx.catalog.list_records(name, version.seq, prefix=prefix)
     total = None if prefix else version.record_count
     cancel = threading.Event()
+    listed = 0
+
+    def refs():
+        nonlocal listed
+        for record in records:
+            listed += 1
+            yield record.ref
+
     with ctx.progress(total, label) as progress:
-        report = cache.prefetch((r.ref for r in records), progress=progress, cancel=cancel)
+        report = cache.prefetch(refs(), progress=progress, cancel=cancel)
     ctx.emit(
         report.as_dict() | {"version": f"{name}@v{version.seq}"},
         # each failure one line: its URL (the record's writer's) and error may hold a newline
         text="\n".join([f"{label}: {report}", *map(shown, report.error_lines())]),
     )
+    if prefix and not listed and not ctx.json_output:
+        from datahub.cli.version_cmd import nothing_listed
+
+        print(nothing_listed(ctx, name, f"v{version.seq}", prefix, None), file=ctx.err)
     return 1 if report.failed else 0
 
 

@@ -136,16 +136,17 @@ def ls(args: argparse.Namespace, ctx: CliContext) -> int:
 
     ctx.emit_lines(rows(), columns=("key", "size", "etag", "labels"))
     if not listed and not ctx.json_output and (args.prefix or args.filter) and args.limit != 0:
-        print(_nothing_listed(ctx, name, ref, args.prefix, args.filter), file=ctx.err)
+        print(nothing_listed(ctx, name, ref, args.prefix, args.filter), file=ctx.err)
     return 0
 
 
-def _nothing_listed(ctx: CliContext, name: str, ref: str, prefix: str, where: str | None) -> str:
+def nothing_listed(ctx: CliContext, name: str, ref: str, prefix: str, where: str | None) -> str:
     """Why ``ls`` printed nothing, with what is there, on stderr (stdout stays empty for pipes).
 
     Why: a typo in a prefix (``trian/``) or a filter's field (``labels.clas=cat``) printed
     nothing at all and exited 0, as a version with no such records does (newuser15). Costs one
-    directory level and one record read, only when nothing was listed."""
+    directory level and one record read, only when nothing was listed. ``prefetch`` and ``cache
+    pin`` say the same of a prefix that holds nothing (newuser71)."""
     what = f"no record of {name}@{ref}" + (f" under prefix {shown(prefix)!r}" if prefix else "")
     what += f" matches {shown(where)!r}" if where else ""
     here = next(iter(ctx.catalog.list_records(name, ref, prefix=prefix, limit=1)), None)
@@ -217,10 +218,11 @@ def tag(args: argparse.Namespace, ctx: CliContext) -> int:
     except VersionNotFound:
         before = None
     if before is not None and before != target.seq and not args.force:
-        # a tag names what someone trained or evaluated on: moving it is said, never silent
+        # a tag names what someone trained or evaluated on: moving it is said, never silent; the
+        # command in backticks, so it is shown as this user runs datahub (as_typed; newuser71)
         raise Conflict(
             f"tag {args.tag} of {args.dataset} already names v{before}; to move it to v{target.seq}: "
-            f"datahub tag {args.dataset} {args.tag} {args.ref} --force",
+            f"`datahub tag {args.dataset} {args.tag} {args.ref} --force`",
             dataset=args.dataset,
             tag=args.tag,
         )

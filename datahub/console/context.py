@@ -87,10 +87,12 @@ class CliContext:
             return url
         path = Path(url[len("sqlite:///") :])
         if not path.exists():
+            from datahub.config import init_command
+
             raise NotFound(
                 f"no catalog at {path} (home {self.config.home_path}): this command reads an existing "
                 "catalog; point at yours with --home DIR (the directory holding catalog.db), --catalog URL, "
-                f"$DATAHUB_HOME or datahub.toml, or create one there with `datahub --home {self.config.home_path} init`"
+                f"$DATAHUB_HOME or datahub.toml, or create one there with `{init_command(self.config, path)}`"
                 + self._home_passed_over()
             )
         return url

@@ -45,16 +45,20 @@ class _Parser(argparse.ArgumentParser):
     (or ``token``, ``cache``, ``lease``, ``labelx``) said only "the following arguments are
     required: ACTION", and the usage line above it ``datahub dataset [-h] ACTION ...``: a new
     user learnt that a word was missing, not which words there are (newuser25). Subcommands'
-    parsers are of the class of the parser they hang from, so one class serves them all."""
+    parsers are of the class of the parser they hang from, so one class serves them all.
+    The ``--help`` it names is typed as this user runs datahub (``invoked_as``): it said
+    ``datahub cache --help`` to whoever typed ``.venv/bin/datahub cache``, "command not found"
+    as typed without the venv on PATH (newuser71)."""
 
     def error(self, message: str) -> NoReturn:
         for action in self._actions:
             if isinstance(action, argparse._SubParsersAction) and action.metavar and action.choices:
                 missing = message.partition("the following arguments are required: ")[2].split(", ")
                 if action.metavar in missing:
+                    typed = invoked_as(argparse.Namespace()) + self.prog.removeprefix("datahub")
                     message += (
                         f"; {self.prog} takes one of: {', '.join(action.choices)}"
-                        f" (`{self.prog} --help` says what each does)"
+                        f" (`{typed} --help` says what each does)"
                     )
         super().error(message)
 

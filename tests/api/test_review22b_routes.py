@@ -56,6 +56,8 @@ PAGE = {
     ("GET", "/datasets/{name}/versions/{seq}/charts/{which}.svg"),
     ("GET", "/thumbs/{name}/{seq}/{key:path}"),
     ("GET", "/datasets/{name}/diff"),
+    ("GET", "/datasets"),  # an address cut back: to / (newuser71)
+    ("GET", "/datasets/{name}/versions"),  # an address cut back: to the dataset's page (newuser71)
 }
 TOKEN = {
     ("GET", "/metrics"),  # under --auth, unless api.metrics_public (sec24)
@@ -233,7 +235,7 @@ def test_a_token_with_no_role_finds_the_dataset_as_missing_on_every_route_naming
     as well: alice, its owner, is served by each read route."""
     _, client, tokens = served
     named = sorted((m, p) for m, p in TOKEN | PAGE if "{name}" in p and "/leases/" not in p)
-    assert len(named) == 29, named
+    assert len(named) == 30, named
     for method, path in named:
         bodies = {"json": {}} if method in ("POST", "PUT", "PATCH") else {}
         if method == "GET":
