@@ -13,7 +13,8 @@ RAM = Path("/dev/shm")  # a tmpfs on Linux; Docker's default is 64 MB
 RAM_FREE = 32 << 20  # bytes a test's catalog and objects may take with room to spare (~1 MB for pets)
 
 
-def _ram_usable() -> bool:
+def ram_usable() -> bool:
+    """Whether /dev/shm is a writable tmpfs with room for a test's data (else tests use the disk)."""
     try:
         with open("/proc/self/mounts") as mounts:
             on_tmpfs = any(line.split()[1:3] == [str(RAM), "tmpfs"] for line in mounts)
@@ -34,7 +35,7 @@ def ram_dir(fallback: Path) -> Iterator[Path]:
     (suite38). Nothing a browser or LabelX test checks depends on durability across a power loss
     (tests/catalog and tests/storage hold that). The home (cache, LabelX, tasks) stays in
     ``fallback``: the cache's disk tier does what it does on a real disk."""
-    if not _ram_usable():
+    if not ram_usable():
         yield fallback
         return
     path = Path(tempfile.mkdtemp(prefix="datahub-test-", dir=RAM))
@@ -42,3 +43,10 @@ def ram_dir(fallback: Path) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def ram_tempdir(prefix: str) -> Path:
+    """A new directory (``tempfile.mkdtemp``) on the RAM file system when one is usable, else in
+    the default temp directory; the caller removes it. For test data no test needs durable
+    where a context manager does not fit (a hypothesis state machine's ``__init__``)."""
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=RAM if ram_usable() else None))

@@ -19,6 +19,7 @@ from datahub.errors import ObjectChanged
 from datahub.storage import StoreRegistry
 from tests.fuse.conftest import FuseEnv, upload_dataset
 from tests.fuse.fuse_tracepoint import FuseRequests, available
+from tests.loader_workers import no_worker_outlives_its_test, read_all  # noqa: F401 - autouse
 
 pytestmark = pytest.mark.fuse
 
@@ -48,8 +49,7 @@ def _through_workers(dataset, context: str) -> list[bytes]:
     """Every item of ``dataset`` read in one DataLoader worker started by ``context``."""
     from torch.utils.data import DataLoader
 
-    loader = DataLoader(dataset, batch_size=None, num_workers=1, multiprocessing_context=context)
-    return list(loader)
+    return read_all(DataLoader(dataset, batch_size=None, num_workers=1, multiprocessing_context=context))
 
 
 @pytest.mark.skipif(available() is not None, reason=f"fuse tracepoint: {available()}")

@@ -10,6 +10,7 @@ import pytest
 from datahub.config import Config
 from datahub.errors import JobFinished
 from datahub.tasks import open_task_queue
+from tests.loader_workers import end_workers
 
 
 def _produce(task):
@@ -36,6 +37,7 @@ def test_a_second_epoch_over_persistent_workers_is_an_error_naming_the_job(confi
     text = str(caught.value)
     assert "JobFinished" in text and "'persist-epoch'" in text and "shard_epoch" in text
     assert "persistent_workers=False" in text
+    end_workers(loader._iterator)  # now, not in a later test (tests/loader_workers.py)
 
 
 def test_the_same_stream_iterated_again_in_one_process_raises(config: Config) -> None:

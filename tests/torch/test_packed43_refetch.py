@@ -22,6 +22,7 @@ from datahub.errors import ObjectChanged
 from datahub.pack import PackSpec, pack
 from datahub.torch import CacheSource
 from tests.cache.test_fork25 import in_child
+from tests.loader_workers import read_all
 from tests.pack.conftest import packed_photos
 
 N = 9
@@ -155,4 +156,4 @@ def test_a_spawned_worker_is_bound_to_the_copies_as_well(
     tmp.write_bytes(other.read_bytes())
     os.replace(tmp, path)  # another shard's bytes renamed over the copy
     with pytest.raises(ObjectChanged, match="photos-packed@v1"):
-        list(DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="spawn"))
+        read_all(DataLoader(ds, batch_size=None, num_workers=1, multiprocessing_context="spawn"))

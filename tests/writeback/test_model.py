@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from datahub.errors import AlreadyExists, IsADirectory, NotADirectory, NotEmpty, NotFound
+from tests.ram import RAM, ram_tempdir, ram_usable
 from tests.writeback.conftest import CHUNK, LAYOUTS, make_env
 
 # few names, so operations often hit existing files and directories
@@ -44,10 +45,15 @@ def patched(content: bytes, offset: int, data: bytes) -> bytes:
 
 class WorkspaceModel(RuleBasedStateMachine):
     layout = "packs"
+    # Its workspace in RAM (tests/ram.py): a crash here is a workspace dropped in-process, never a
+    # power loss, so no fsync of it matters, and with 4 KiB chunks every one goes into a pack
+    # (buffered writes: the same path on tmpfs as on a disk). On the disk its ~5,000 fdatasyncs
+    # (1.1-1.4 ms each on the 2-core VM) were most of its wall (docs/benchmarks.md, "suite71").
+    in_ram = True
 
     def __init__(self) -> None:
         super().__init__()
-        self.tmp = Path(tempfile.mkdtemp(prefix="wb-model-"))
+        self.tmp = ram_tempdir("wb-model-") if self.in_ram else Path(tempfile.mkdtemp(prefix="wb-model-"))
         self.env = make_env(self.tmp, **LAYOUTS[self.layout])
         self.ws = self.env.open()
         self.files: dict[str, bytes] = {}
@@ -265,7 +271,20 @@ TestWorkspaceModel.settings = settings(
 
 class ChunkFilesModel(WorkspaceModel):
     layout = "chunk files"
+    in_ram = False  # each chunk a file written with O_DIRECT: a path tmpfs does not take
 
 
 TestChunkFilesModel = ChunkFilesModel.TestCase
 TestChunkFilesModel.settings = TestWorkspaceModel.settings
+
+
+def test_the_packs_model_runs_in_ram_and_the_chunk_files_model_on_a_disk() -> None:
+    """Where each model's workspace lives (WorkspaceModel says why): the chunk files' O_DIRECT
+    writes need a file system that takes them, so that model never leaves the disk."""
+    on_tmpfs = {}
+    for model in (WorkspaceModel(), ChunkFilesModel()):
+        try:
+            on_tmpfs[model.layout] = model.tmp.parent == RAM
+        finally:
+            model.teardown()
+    assert on_tmpfs == {"packs": ram_usable(), "chunk files": False}

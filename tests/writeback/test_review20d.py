@@ -24,6 +24,7 @@ import pytest
 
 import datahub.writeback as writeback
 from datahub.errors import StorageError
+from tests.ram import RAM, ram_dir, ram_usable
 from tests.writeback.conftest import Env, journal_writes_failing_at, make_env, write
 
 BATCH = 4
@@ -46,7 +47,16 @@ def _payload(path: str) -> bytes:
 @pytest.fixture
 def crashed(tmp_path: Path) -> Iterator[tuple[Env, dict[str, bytes], Path]]:
     """A workspace left as a kill leaves it; returns the env, the acknowledged files and a
-    snapshot of its home (journal and shared tier)."""
+    snapshot of its home (journal and shared tier). All of it in RAM (tests/ram.py): the test
+    copies the home back and reopens it ~30 times, each crash a kill (``abandon``), never a
+    power loss, so no fsync of it matters, and its one-chunk files all go into packs (buffered
+    writes: the same path on tmpfs). On the disk its fsyncs were most of its 7-8 s of wall
+    (docs/benchmarks.md, "suite71")."""
+    with ram_dir(tmp_path) as root:
+        yield from _crashed(root)
+
+
+def _crashed(tmp_path: Path) -> Iterator[tuple[Env, dict[str, bytes], Path]]:
     env = make_env(tmp_path)
     ws = env.open(background=False)
     ws.journal.defer_seconds = NEVER
@@ -110,14 +120,14 @@ def _check_whole(env: Env, files: dict[str, bytes], label: str) -> None:
 
 
 def test_two_crashes_in_a_row_during_recovery_lose_nothing_and_bring_back_nothing(
-    crashed: tuple[Env, dict[str, bytes], Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    crashed: tuple[Env, dict[str, bytes], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     env, files, snap = crashed
     monkeypatch.setattr(writeback, "_RECOVER_BATCH", BATCH)
     total = _open_failing_at(env, monkeypatch, None)
     _check_whole(env, files, "no crash")
     assert total >= 8, total  # replay batches, epoch, judgement batches, drops
-    second = tmp_path / "second"
+    second = snap.with_name("second")
     for first in range(1, total + 1):
         _restore(env, snap)
         _open_failing_at(env, monkeypatch, first)
@@ -127,3 +137,10 @@ def test_two_crashes_in_a_row_during_recovery_lose_nothing_and_bring_back_nothin
             _restore(env, second)
             _open_failing_at(env, monkeypatch, then)
             _check_whole(env, files, f"crashed at transaction {first}, then at {then}")
+
+
+def test_the_crashed_workspace_lives_in_ram(crashed: tuple[Env, dict[str, bytes], Path]) -> None:
+    """Where the fixture keeps it (``crashed`` says why): on a disk only without a usable tmpfs."""
+    env, _, snap = crashed
+    assert (Path(env.config.home).parent.parent == RAM) == ram_usable()
+    assert snap.parent == Path(env.config.home).parent
