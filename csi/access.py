@@ -73,14 +73,19 @@ def require(dataset: Dataset, principal: str | None, role: str) -> None:
     )
 
 
+def _has_own_keys(overrides: Mapping[str, object]) -> bool:
+    """Whether the volume's secrets carry an S3 access key and secret of their own."""
+    s3 = overrides.get("s3")
+    return isinstance(s3, Mapping) and bool(s3.get("access_key_id") and s3.get("secret_access_key"))
+
+
 def require_own_credentials(overrides: Mapping[str, object], bucket_url: str, volume_id: str) -> None:
     """AccessDenied unless the volume's secrets give S3 credentials of its own.
 
     The plugin's credentials read every dataset's objects (it checks each dataset's access
     list first): a bucket volume served with them let any pod mount the objects bucket, or
     any other bucket they reach, and read what no access list granted it."""
-    s3 = overrides.get("s3")
-    if isinstance(s3, Mapping) and s3.get("access_key_id") and s3.get("secret_access_key"):
+    if _has_own_keys(overrides):
         return
     raise AccessDenied(
         f"bucket volume {volume_id!r} ({bucket_url}) needs S3 credentials of its own: give its "
@@ -101,8 +106,7 @@ def require_keys_for_endpoint(overrides: Mapping[str, object], volume_id: str) -
     plugin's access key id in every ``Authorization`` header (and its session token, with
     temporary credentials), caller71. The secret key itself never leaves (SigV4 sends an HMAC
     bound to that endpoint's host), but none of the plugin's credentials belongs there."""
-    s3 = overrides.get("s3")
-    if isinstance(s3, Mapping) and s3.get("access_key_id") and s3.get("secret_access_key"):
+    if _has_own_keys(overrides):
         return
     raise AccessDenied(
         f"volume {volume_id!r}: its secrets name an S3 endpoint (s3Endpoint) other than the plugin's "
