@@ -353,7 +353,7 @@ class Catalog:
                 raise NoChanges(
                     f"no record of dataset {dataset!r}@v{source.seq} matches the filter {str(filt)!r}; "
                     f"nothing was committed to {target!r} (a derive never empties a dataset: check the "
-                    "filter, or remove records with 'datahub commit --changes')",
+                    "filter, or remove records with `datahub commit --changes`)",
                     dataset=target,
                 )
             head = source.seq if follows_head else self.store.head(target)

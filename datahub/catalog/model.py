@@ -74,7 +74,7 @@ def readers_of(dataset: Dataset, target: str) -> dict[str, str]:
             f"dataset {dataset.name!r} is a snapshot of bucket {dataset.source}, which no pod may mount; "
             f"a copy of it made with no owner ({target!r}) would have no access list, which every pod "
             f"may mount, so nothing was made: create {target!r} first with the readers it is for "
-            f"(datahub dataset create {target} --acl PRINCIPAL=reader), then run this again",
+            f"(`datahub dataset create {target} --acl PRINCIPAL=reader`), then run this again",
             dataset=dataset.name,
             target=target,
         )

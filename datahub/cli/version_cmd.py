@@ -93,7 +93,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "version", metavar="DATASET[@REF]", help=f"the version to filter; REF is {ref} (the default)"
     )
-    p.add_argument("--where", required=True, help="record filter, e.g. labels.class=cat")
+    p.add_argument(  # the name ls, export, prefetch and cache take; --where its older one
+        "--filter", "--where", dest="where", metavar="FILTER", required=True,
+        help="record filter as ls and export take it, e.g. labels.class=cat (--where: the same)",
+    )  # fmt: skip
     p.add_argument("--to", dest="to_dataset", default=None, help="target dataset (default: the same)")
     p.add_argument("-m", "--message", default="", help="the new version's message")
     p.set_defaults(func=derive)
