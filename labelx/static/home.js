@@ -32,6 +32,8 @@ async function loadProjects() {
       el("div.row", {}, el("h3", {}, el("a", { href: `${BASE}/projects/${p.id}` }, p.name)), el("span.pill", {}, p.schema.kind + (p.schema.multi ? " · multi" : ""))),
       el("div.muted", {}, `${p.dataset}@v${p.version}${p.prefix ? " · " + p.prefix : ""} · ${counted(p.item_count, "item")} · ${taskCount(tasks.length)}`),
       el("div.tasks", {}, mine.map(taskRow)),
+      // a reviewer's card shows six tasks: "27 tasks" above six rows read as the rest missing
+      tasks.length > mine.length ? el("p.muted.more-tasks", {}, `${counted(tasks.length - mine.length, "more task")} on its dashboard`) : null,
       el("div.row", {},
         canReview ? el("a.btn.small", { href: `${BASE}/projects/${p.id}/review` }, "Review") : null,
         el("a.btn.small", { href: `${BASE}/projects/${p.id}` }, "Dashboard"),
