@@ -135,6 +135,7 @@ async function commit(ev) {
     // "Commit over" is for the commit it was ticked for: left ticked, the next commit from this
     // page replaced labels changed at the head since without the refusal naming them
     document.getElementById("commit-overwrite").checked = false;
+    ev.target.elements.message.value = "";  // the next commit's message is its own (newuser71)
     refresh();
   } catch (e) { say(msg, e.message, "msg err"); }
 }

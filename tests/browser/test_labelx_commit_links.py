@@ -60,8 +60,12 @@ def test_a_commit_links_to_its_version_and_diff_in_the_dataset_browser(chrome: C
             c.driver.set_window_size(*size)
             assert c.driver.execute_script(BESIDE), f"the overwrite box is not beside its sentence at {size}"
         c.driver.set_window_size(1360, 900)
+        c.find("#commit-form input[name=message]").send_keys("the val/ labels")
         c.find("#commit-btn").click()
         _wait_text(c, "#commit-msg", "Committed pets@v3")
+        assert env.catalog.store.get_version("pets", 3).message == "the val/ labels"
+        # the message is the commit's: left in the box it went with the next commit (newuser71)
+        assert c.find("#commit-form input[name=message]").get_attribute("value") == ""
         c.check("lx-links-2-committed")
         changed = int(re.search(r"\((\d+) records? changed\)", c.find("#commit-msg").text).group(1))
         assert changed == len(list(env.catalog.list_records("pets", 2, prefix="val/")))
