@@ -6,22 +6,15 @@ named 'datahub commit --changes' outside backticks, so not as this user runs dat
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
-from tests.cli.test_newuser25_cli import REPO, SHELL_PATH
+from tests.cli.test_newuser25_cli import REPO, shell_runner
 
 
 def test_derive_takes_filter_and_names_commit_as_typed(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATAHUB_", "VIRTUAL_ENV"))}
-    env.update(PATH=SHELL_PATH, PYTHONPATH=str(REPO))  # no datahub on PATH, as after `make run`
 
-    def run(command: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["bash", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
-        )
+    run = shell_runner(tmp_path)
 
     d = f"{REPO}/.venv/bin/datahub --home '{tmp_path / 'a home'}'"
     pets = tmp_path / "pets"

@@ -6,6 +6,7 @@ import argparse
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,20 @@ from datahub.console.context import as_typed, invoked_as
 
 REPO = Path(__file__).resolve().parents[2]
 SHELL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def shell_runner(cwd: Path) -> Callable[[str], subprocess.CompletedProcess]:
+    """Run a command line in bash in ``cwd`` as a user after ``make run`` types it: no datahub
+    on PATH, no DATAHUB_ settings, no virtualenv active (so a message's command runs as shown)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATAHUB_", "VIRTUAL_ENV"))}
+    env.update(PATH=SHELL_PATH, PYTHONPATH=str(REPO))
+
+    def run(command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        )
+
+    return run
 
 
 @pytest.mark.parametrize(

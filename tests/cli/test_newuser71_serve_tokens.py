@@ -6,24 +6,16 @@ It now names the command as this user runs it, as LabelX's refusal does."""
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
-from tests.cli.test_newuser25_cli import REPO, SHELL_PATH
+from tests.cli.test_newuser25_cli import REPO, shell_runner
 
 
 def test_the_token_command_a_local_mode_refusal_names_runs_as_typed(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATAHUB_", "VIRTUAL_ENV"))}
-    env.update(PATH=SHELL_PATH, PYTHONPATH=str(REPO))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-
-    def run(command: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["bash", "-c", command], cwd=elsewhere, env=env, capture_output=True, text=True, timeout=120
-        )
+    run = shell_runner(elsewhere)
 
     d = f"{REPO}/.venv/bin/datahub --home '{tmp_path / 'a home'}'"
     assert run(f"{d} init").returncode == 0

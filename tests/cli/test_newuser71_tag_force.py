@@ -6,24 +6,16 @@ PATH), and without the home the refused command named. It is now the command as 
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
 from pathlib import Path
 
-from tests.cli.test_newuser25_cli import REPO, SHELL_PATH
+from tests.cli.test_newuser25_cli import REPO, shell_runner
 
 
 def test_the_force_a_tag_refusal_names_runs_as_typed(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DATAHUB_", "VIRTUAL_ENV"))}
-    env.update(PATH=SHELL_PATH, PYTHONPATH=str(REPO))  # no datahub on PATH, as after `make run`
     workdir = tmp_path / "work"
     workdir.mkdir()
-
-    def run(command: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["bash", "-c", command], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
-        )
+    run = shell_runner(workdir)
 
     d = f"{REPO}/.venv/bin/datahub --home '{tmp_path / 'a home'}'"
     pets = tmp_path / "pets"
