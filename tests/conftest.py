@@ -80,28 +80,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_collection(session: pytest.Session) -> None:
-    """The second xdist worker imports the test modules in reverse order before it collects.
+    """Every xdist worker but the first imports the test modules ahead of its collection, each
+    starting at another place (``ahead_order``).
 
-    Why: on a fresh checkout (CI, a fresh clone) both workers collect the whole suite at the
+    Why: on a fresh checkout (CI, a fresh clone) the workers collect the whole suite at the
     same time, and pytest rewrites each test module's asserts (parse, rewrite, compile) before
     it writes it to ``__pycache__``: about half of a worker's collection CPU. In the same order
-    both workers rewrite every module; in opposite orders each reads from ``__pycache__`` the
-    modules the other has already rewritten, and they meet in the middle. The items, their
-    order and what a module runs at import are unchanged: the collection then finds every
-    module already imported. A module that fails to import here is left to the collection,
-    which reports it as usual."""
+    every worker rewrites every module; in different orders each reads from ``__pycache__`` the
+    modules another has already rewritten. The items, their order and what a module runs at
+    import are unchanged: the collection then finds every module already imported. A module
+    that fails to import here is left to the collection, which reports it as usual."""
     workerinput = getattr(session.config, "workerinput", None)
-    if workerinput is None or workerinput["workerid"] != "gw1":
+    if workerinput is None:
         return
     root = Path(__file__).resolve().parent.parent
     here = session.config.invocation_params.dir
-    for path in reversed(_test_modules(root, [str(here / arg) for arg in session.config.args])):
+    modules = _test_modules(root, [str(here / arg) for arg in session.config.args])
+    index = int(workerinput["workerid"].removeprefix("gw"))
+    for path in ahead_order(modules, index, int(workerinput.get("workercount", 2))):
         name = ".".join(path.relative_to(root).with_suffix("").parts)
         try:
             importlib.import_module(name)
         except BaseException as exc:  # the collection imports it again and reports why (a skip too)
             if isinstance(exc, KeyboardInterrupt | SystemExit):
                 raise
+
+
+def ahead_order(modules: list[Path], index: int, count: int) -> list[Path]:
+    """The modules worker ``index`` of ``count`` imports ahead of its collection: none for the
+    first (its collection goes front to back), the others back to front, each from its own
+    place: the second from the end, the third of three from the middle. So on two workers the
+    two meet in the middle, and on three every stretch is rewritten by one worker while the
+    others read it."""
+    if index == 0 or not modules:
+        return []
+    backwards = modules[::-1]
+    start = (index - 1) * len(backwards) // max(count - 1, 1)
+    return backwards[start:] + backwards[:start]
 
 
 def _test_modules(root: Path, args: list[str]) -> list[Path]:
@@ -258,7 +273,7 @@ CEPH_OF_THE_RUN = "ceph-env.txt"  # in a parallel run's temp root: the env.sh of
 
 def _ceph_of_the_run(run_root: Path) -> CephCluster:
     with open(run_root / "ceph.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits while the first starts it
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the other workers wait while the first starts it
         pointer = run_root / CEPH_OF_THE_RUN
         if pointer.exists():
             return CephCluster(reuse=Path(pointer.read_text()))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from pathlib import Path
 
-from tests.conftest import LONGEST_FIRST, SLOW_MARK, _test_modules, scope_of, start_rank
+from tests.conftest import LONGEST_FIRST, SLOW_MARK, _test_modules, ahead_order, scope_of, start_rank
 
 TESTS = Path(__file__).resolve().parent
 
@@ -38,8 +38,21 @@ def test_a_shared_package_is_ranked_by_its_files() -> None:
     assert start_rank("tests/cli/test_tour.py") < start_rank("tests/test_config.py")
 
 
+def test_the_workers_after_the_first_import_the_modules_ahead_from_their_own_places() -> None:
+    """Worker gw0 imports nothing ahead (its collection goes front to back); on two workers gw1
+    imports from the back; on three gw1 from the back and gw2 from the middle, backwards, and
+    each imports every module once."""
+    mods = [Path(f"m{i}") for i in range(10)]
+    assert ahead_order(mods, 0, 3) == [] and ahead_order([], 1, 2) == []
+    assert ahead_order(mods, 1, 2) == mods[::-1]
+    assert ahead_order(mods, 1, 3) == mods[::-1]
+    gw2 = ahead_order(mods, 2, 3)
+    assert gw2[0] == Path("m4") and sorted(gw2) == sorted(mods)
+    assert gw2 == [Path(f"m{i}") for i in (4, 3, 2, 1, 0, 9, 8, 7, 6, 5)]
+
+
 def test_the_second_worker_imports_the_suites_test_modules_in_reverse() -> None:
-    """What ``pytest_collection`` imports ahead on worker gw1: every test module below a
+    """What ``pytest_collection`` imports ahead on a worker after gw0: every test module below a
     directory argument, under its package name; file and node-id arguments are left to the
     collection."""
     root = TESTS.parent
