@@ -1333,13 +1333,13 @@ def _describe(spec: VolumeSpec) -> str:
 
 def _require(catalog: Catalog, spec: VolumeSpec, principal: str | None) -> None:
     """AccessDenied unless the pod may use what ``spec`` names (csi/access.py); NOT_FOUND for a
-    dataset volume whose dataset is gone."""
+    dataset volume whose dataset is gone or hidden from the pod (``access.readable``)."""
     if spec.kind == "workspace":
         if spec.commit_to:
             access.require(_commit_target(catalog, spec, principal), principal, "writer")
             access.require_plugin_writer(catalog, spec.commit_to, spec.workspace)
     elif spec.kind == "dataset":
-        access.require(catalog.get_dataset(spec.dataset), principal, "reader")  # DatasetNotFound
+        access.readable(catalog, spec.dataset, principal)  # missing or not the pod's: NOT_FOUND alike
 
 
 def _commit_target(catalog: Catalog, spec: VolumeSpec, principal: str | None) -> Dataset:
