@@ -47,6 +47,15 @@ def bucket_snapshot(dataset: Dataset) -> bool:
     return is_bucket_snapshot(dataset.name, dataset.source)
 
 
+def may(dataset: Dataset, principal: str | None, role: str) -> bool:
+    """Whether the pod's ``principal`` holds ``role`` on ``dataset`` (``require`` without the error)."""
+    try:
+        require(dataset, principal, role)
+    except AccessDenied:
+        return False
+    return True
+
+
 def require(dataset: Dataset, principal: str | None, role: str) -> None:
     """AccessDenied naming the dataset, the pod's principal and the role it needs.
 

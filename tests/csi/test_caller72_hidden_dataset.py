@@ -69,3 +69,26 @@ def test_a_dataset_hidden_from_the_pod_answers_as_a_missing_one(plugin: Plugin, 
         ), (name, details)
         assert "not found, or not readable by" in details and PRINCIPAL in details, details
         assert "alice" not in details and "bob" not in details and "s3://" not in details, details
+
+
+def test_a_commit_target_named_as_a_bucket_snapshot_answers_alike_whether_it_exists(
+    plugin: Plugin, csi_env: CsiEnv
+) -> None:
+    """A workspace's ``commitTo`` named as bucket mounts name their snapshots is refused when it
+    does not exist (a pod making it stopped every mount of that bucket from recording). One that
+    exists answered "needs the writer role on dataset 's3.…' (a snapshot of bucket s3://…)":
+    which bucket prefixes had been mounted, with their URLs. A pod that may not read it now gets
+    the missing name's answer."""
+    catalog = open_catalog(csi_env.config.resolved_catalog_url)
+    try:
+        catalog.create_dataset("s3.caller72.mounted", source="s3://caller72/mounted")
+    finally:
+        catalog.close()
+    answers = [
+        _refusal(plugin, csi_env, {"workspace": f"c72-w{i}", "commitTo": name}, f"c72-w{i}")
+        for i, name in enumerate(("s3.caller72.mounted", "s3.caller72.never"))
+    ]
+    assert [code for code, _ in answers] == [grpc.StatusCode.PERMISSION_DENIED] * 2, answers
+    mounted, never = (details for _, details in answers)
+    assert mounted.replace("mounted", "never") == never, answers
+    assert "s3://" not in mounted, mounted
