@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from datahub.catalog import ROLES, Catalog, Dataset, is_bucket_snapshot
-from datahub.errors import AccessDenied
+from datahub.errors import AccessDenied, DatasetNotFound
 from datahub.validation import SERVICE_ACCOUNT_PREFIX, check_principal
 
 POD_NAMESPACE = "csi.storage.k8s.io/pod.namespace"
@@ -47,6 +47,15 @@ def bucket_snapshot(dataset: Dataset) -> bool:
     return is_bucket_snapshot(dataset.name, dataset.source)
 
 
+def may(dataset: Dataset, principal: str | None, role: str) -> bool:
+    """Whether the pod's ``principal`` holds ``role`` on ``dataset`` (``require`` without the error)."""
+    try:
+        require(dataset, principal, role)
+    except AccessDenied:
+        return False
+    return True
+
+
 def require(dataset: Dataset, principal: str | None, role: str) -> None:
     """AccessDenied naming the dataset, the pod's principal and the role it needs.
 
@@ -70,6 +79,38 @@ def require(dataset: Dataset, principal: str | None, role: str) -> None:
         "(`datahub dataset update NAME --grant PRINCIPAL=reader`)",
         dataset=dataset.name,
         required_role=role,
+    )
+
+
+def readable(catalog: Catalog, name: str, principal: str | None) -> Dataset:
+    """Dataset ``name``, if the pod may read it; else the one answer for a dataset that is
+    missing and for one the pod may not read (``not_readable``).
+
+    Why one answer (caller72): a publish answered NOT_FOUND for a missing dataset and
+    PERMISSION_DENIED naming it for one the pod's service account holds no role on, so whoever
+    may create a pod learned which dataset names exist (and which are bucket snapshots) by
+    naming them in an inline volume, though the API answers such a dataset as a missing one
+    (docs/api.md, "403 or 404"). The CSI spec's NOT_FOUND for NodePublishVolume is "volume does
+    not exist", whose recovery is to check the volume id and "that the volume is accessible".
+    A dataset hidden from the plugin's own catalog token (a server's 404) answers the same."""
+    try:
+        dataset = catalog.get_dataset(name)
+        require(dataset, principal, "reader")
+    except (DatasetNotFound, AccessDenied):
+        raise not_readable(name, principal) from None
+    return dataset
+
+
+def not_readable(name: str, principal: str | None) -> DatasetNotFound:
+    """NOT_FOUND for dataset ``name``, whether it is missing or ``principal`` may not read it:
+    the message depends on nothing else, and says both ways on."""
+    who = principal or "a pod the kubelet did not identify (set podInfoOnMount: true on the CSIDriver)"
+    grant = principal or "PRINCIPAL"
+    return DatasetNotFound(
+        f"dataset {name!r} not found, or not readable by {who}: check the name (`datahub dataset "
+        f"list`), or ask one of its admins to grant the pod's service account the reader role "
+        f"(`datahub dataset update {name} --grant {grant}=reader`)",
+        dataset=name,
     )
 
 

@@ -1333,13 +1333,13 @@ def _describe(spec: VolumeSpec) -> str:
 
 def _require(catalog: Catalog, spec: VolumeSpec, principal: str | None) -> None:
     """AccessDenied unless the pod may use what ``spec`` names (csi/access.py); NOT_FOUND for a
-    dataset volume whose dataset is gone."""
+    dataset volume whose dataset is gone or hidden from the pod (``access.readable``)."""
     if spec.kind == "workspace":
         if spec.commit_to:
             access.require(_commit_target(catalog, spec, principal), principal, "writer")
             access.require_plugin_writer(catalog, spec.commit_to, spec.workspace)
     elif spec.kind == "dataset":
-        access.require(catalog.get_dataset(spec.dataset), principal, "reader")  # DatasetNotFound
+        access.readable(catalog, spec.dataset, principal)  # missing or not the pod's: NOT_FOUND alike
 
 
 def _commit_target(catalog: Catalog, spec: VolumeSpec, principal: str | None) -> Dataset:
@@ -1357,15 +1357,16 @@ def _commit_target(catalog: Catalog, spec: VolumeSpec, principal: str | None) ->
     from datahub.catalog import snapshot_name
 
     try:
-        return catalog.get_dataset(spec.commit_to)
+        found = catalog.get_dataset(spec.commit_to)
     except DatasetNotFound:
         if snapshot_name(spec.commit_to):  # made by a pod, every mount of that bucket recorded nothing
-            raise AccessDenied(
-                f"commitTo {spec.commit_to!r} is the name bucket mounts record a snapshot under "
-                f"({spec.commit_to.partition('.')[0]}.<bucket>.<prefix>); commit the workspace into "
-                "a dataset whose name does not start with a storage scheme and a dot",
-                dataset=spec.commit_to,
-            ) from None
+            raise _snapshot_target(spec.commit_to) from None
+    else:
+        if snapshot_name(spec.commit_to) and not access.may(found, principal, "reader"):
+            # the missing name's refusal: "needs the writer role on … (a snapshot of bucket …)"
+            # told which bucket prefixes had been mounted, and their URLs (caller72)
+            raise _snapshot_target(spec.commit_to)
+        return found
     from datahub.workspaces import outputs_description
 
     description = outputs_description(spec.workspace)
@@ -1385,6 +1386,17 @@ def _commit_target(catalog: Catalog, spec: VolumeSpec, principal: str | None) ->
                 f"workspace's commit would use that token ({taken})",
                 dataset=spec.commit_to,
             ) from None
+
+
+def _snapshot_target(name: str) -> AccessDenied:
+    """The refusal of a ``commitTo`` named as bucket mounts name their snapshots, whether such a
+    dataset exists or not (for a pod that may not read it)."""
+    return AccessDenied(
+        f"commitTo {name!r} is the name bucket mounts record a snapshot under "
+        f"({name.partition('.')[0]}.<bucket>.<prefix>); commit the workspace into "
+        "a dataset whose name does not start with a storage scheme and a dot",
+        dataset=name,
+    )
 
 
 def _check_access(spec: VolumeSpec, config: Config, principal: str | None) -> None:

@@ -261,6 +261,8 @@ class ApiConfig(_Section):
     """Principals (space-separated, e.g. "prometheus") whose tokens may read /metrics under --auth besides global admins; any other token is 403 there, since the figures name datasets, routes, mounts and the buckets they read. Give the scraper a token of its own principal (datahub token create --principal prometheus), not an admin's."""
     commit_sources: str = ""
     """URL prefixes (space-separated, each like s3://bucket/team/, ending in /) under which any writer may commit record URLs to any dataset over HTTP, besides each dataset's own sources; "" = none (docs/api.md, Record URLs)."""
+    secure_cookies: bool = False
+    """Mark every sign-in cookie of the dataset browser and LabelX Secure (__Host- names), whatever scheme a request arrives with: set it when a TLS-terminating proxy serves the pages over https and reaches the server over plain http (datahub serve --secure-cookies; docs/browser.md, "Access (as in the API)")."""
 
 
 class CatalogConfig(_Section):

@@ -69,6 +69,15 @@ def foreign_snapshot(dataset: Dataset, url: str) -> str:
     return "; ".join(why)
 
 
+def _not_a_snapshot(dataset: str, reason: str) -> str:
+    """What ``.datahub`` (and the log) say of a snapshot dataset ``foreign_snapshot`` refused."""
+    return (
+        f"not committed: dataset {dataset!r} is not a snapshot as bucket mounts make it ({reason}); its "
+        "listing is served, but no mount of this bucket records a snapshot while that dataset has an "
+        "owner, an access list or another source"
+    )
+
+
 def _head_keys(catalog, dataset: str, head: int) -> Iterator[str]:
     """The keys of version ``head`` of the snapshot dataset in key order (0: none), streamed:
     the store lists by keyset pages, so a head of 10^7 keys is never held whole (issue 38: a
@@ -125,6 +134,7 @@ class BucketLister:
         on_by_directory: Callable[[], None] | None = None,
         first: Iterator[ObjectInfo] | None = None,
         record: bool = True,
+        shared: bool = False,
     ) -> None:
         """``first``: the bucket's listing from its start, its first page already fetched
         (``layout.first_listing``): the whole listing goes on from it instead of asking for
@@ -132,7 +142,10 @@ class BucketLister:
         committed nowhere. Why (caller71): a snapshot's URLs name the bucket, never the
         endpoint, so a CSI bucket volume listed from an endpoint its pod's Secret named (a
         bucket of the platform bucket's name there) committed that endpoint's listing as the
-        platform bucket's snapshot, which pods granted on it read with the platform's keys."""
+        platform bucket's snapshot, which pods granted on it read with the platform's keys.
+        ``shared`` (``--allow-other``): other accounts read this mount's ``.datahub``, holding
+        none of its catalog credentials, so it says why a snapshot is not committed without the
+        dataset's owner, access list or source (``_unrecorded``); the log keeps them."""
         self._tree = tree
         self._first = first
         self._feed = feed
@@ -144,6 +157,7 @@ class BucketLister:
         self._whole_max = max(0, whole_max)
         self._on_by_directory = on_by_directory
         self._record = record
+        self._shared = shared
         self._queue: queue.SimpleQueue[int] = queue.SimpleQueue()
         self._whole = threading.Event()
         self._stopped = False
@@ -291,10 +305,9 @@ class BucketLister:
                 why = foreign_snapshot(dataset, self._url)
                 if why:
                     self.refused = why
+                    shown = "the mount's log says why" if self._shared else why
                     self._unrecorded(
-                        f"not committed: dataset {self._dataset!r} is not a snapshot as bucket mounts "
-                        f"make it ({why}); its listing is served, but no mount of this bucket records a "
-                        "snapshot while that dataset has an owner, an access list or another source"
+                        _not_a_snapshot(self._dataset, shown), _not_a_snapshot(self._dataset, why)
                     )
                     return None
                 head = catalog.store.head(self._dataset) or 0
@@ -325,16 +338,22 @@ class BucketLister:
         finally:
             catalog.close()
 
-    def _unrecorded(self, snapshot: str) -> None:
-        """Serve the listing without committing it; ``.datahub`` and the log say why.
+    def _unrecorded(self, snapshot: str, logged: str = "") -> None:
+        """Serve the listing without committing it; ``.datahub`` says why (``snapshot``), and
+        the log too (``logged`` when it says more, else ``snapshot``).
 
         Why not "failed": the mount lists and serves the bucket as it is either way; only the
         record of it is missing. A node whose API token is not a global admin's made the
         ownerless snapshot dataset (the remote store lets it) but may not read it, and its
-        mount showed ``"state": "failed"`` for a listing it served."""
+        mount showed ``"state": "failed"`` for a listing it served.
+
+        Why two texts (caller72): a CSI bucket volume's pods read ``.datahub``, and the reason
+        named the owner and the access list's principals of another tenant's dataset squatting
+        the snapshot's name, which the mount read with the plugin's catalog credentials, not
+        the pod's (its own are S3 keys for its bucket). The node's log, the operator's, names them."""
         info = self._info
         info.state, info.snapshot = "ready", snapshot
-        log.warning("the listing of %s is served, %s", self._url, snapshot)
+        log.warning("the listing of %s is served, %s", self._url, logged or snapshot)
 
     # --- directory by directory ---------------------------------------------------------------------
     def _request(self, ino: int, relpath: str) -> None:

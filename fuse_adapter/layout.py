@@ -209,10 +209,13 @@ def bucket_view(
     uid: int | None = None,
     gid: int | None = None,
     record: bool = True,
+    shared: bool = False,
 ) -> tuple[ReadOnlyView, list[Loader], MountInfo]:
     """``MOUNT/<key>`` of a bucket prefix, listed by this mount, committed as a new snapshot
     when the dataset of its name is one mounts make (made here when missing). ``record``
     false (``--no-snapshot``): the listing is served and committed nowhere, nothing is made.
+    ``shared`` (``--allow-other``: a CSI volume's pods): ``.datahub`` says nothing only the
+    mount's catalog credentials may read (``BucketLister``).
 
     The listing is the bucket's own, read with the mount's credentials: an existing version
     of the snapshot dataset is never shown instead (the module's docstring says why). It is
@@ -241,7 +244,7 @@ def bucket_view(
     feed = tree.start_feed(ROOT_INODE, store.url_for(""), name=url)
     lister = BucketLister(
         tree, feed, store, info, catalog_factory, dataset, url,
-        whole_max=whole_max, on_by_directory=on_by_directory, first=first, record=record,
+        whole_max=whole_max, on_by_directory=on_by_directory, first=first, record=record, shared=shared,
     )  # fmt: skip
     log.info("mounting %s: listing it for a new snapshot of dataset %s", url, dataset)
     loader = Loader(dataset, _start(dataset, lister.run), feed, lister.files, lister.want_whole)

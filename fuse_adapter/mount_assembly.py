@@ -146,7 +146,7 @@ def serve_readonly(m: ReadOnlyMount, ctx: CliContext) -> int:
                 urls[0], ctx.stores, catalog_factory, ObservedSource(source, bucket_warmup, access),
                 whole_max=bucket_list_whole_max(m, config),
                 on_by_directory=bucket_warmup.listing_deferred, uid=m.uid, gid=m.gid,
-                record=m.record_snapshot,
+                record=m.record_snapshot, shared=m.allow_other,
             )  # fmt: skip
         else:
             specs = [layout.VersionSpec.parse(s) for s in m.sources]

@@ -119,8 +119,9 @@ def create_labelx_app(
 ) -> FastAPI:
     """Build the app. Services not given are opened from ``config`` and closed on shutdown.
 
-    ``secure_cookies=True`` marks cookies Secure even when the app itself sees plain http
-    (behind a TLS-terminating proxy); over https they are Secure anyway.
+    ``secure_cookies=True`` (or ``api.secure_cookies``, which ``datahub serve --secure-cookies``
+    sets for the LabelX it serves under /labelx) marks cookies Secure even when the app itself
+    sees plain http (behind a TLS-terminating proxy); over https they are Secure anyway.
 
     ``limit_bodies``: bound request bodies with the API's own limits (``api.max_body_bytes``
     413, ``api.body_read_timeout`` 408, a budget of bodies in flight: 503), before any route
@@ -143,7 +144,7 @@ def create_labelx_app(
 
         cache = open_cache(config, stores)
         owned.insert(0, cache)
-    lx = LabelX(config, catalog, stores, cache, secure_cookies)
+    lx = LabelX(config, catalog, stores, cache, secure_cookies or config.api.secure_cookies)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -8,7 +8,8 @@
   ``Auth.ours``), so another LabelX's on the host is left alone.
 - CSRF: a synchronizer token per session, handed to the page and required in the
   ``X-CSRF-Token`` header of every state-changing request. The login form (no session yet)
-  uses a double-submit token: the cookie and the form field must match.
+  uses a double-submit token: the cookie and the form field must match; like a session id it
+  starts with the instance id, under a cookie name of the instance's own (``new_form_token``).
 - Failed sign-ins are throttled (``SignInThrottle``): per account name, per client address
   and per pair of the two, a growing lock-out answered 429 ``too_many_attempts`` with
   ``Retry-After``; an address the account signed in from lately is held to the pair's count,
@@ -33,7 +34,8 @@ from labelx.entities import User
 from labelx.store import LabelStore
 
 SESSION_COOKIE = "labelx_session"  # + "_<instance>": the name one labelx.db's sessions are sent under
-LOGIN_CSRF_COOKIE = "labelx_login_csrf"
+LOGIN_CSRF_COOKIE = "labelx_login_csrf"  # + "_<instance>", as the session's (caller72)
+LOGIN_NAME_COOKIE = "labelx_login_name"  # + "_<instance>": the user name a refused login typed
 CSRF_HEADER = "x-csrf-token"
 SESSION_TTL = 12 * 3600.0
 _N, _R, _P = 2**14, 8, 1
@@ -164,6 +166,23 @@ class Auth:
         self.throttle = throttle or SignInThrottle()
         self.instance = store.instance
         self.session_cookie = session_cookie(self.instance)
+        self.login_csrf_cookie = f"{LOGIN_CSRF_COOKIE}_{self.instance}"
+        self.login_name_cookie = f"{LOGIN_NAME_COOKIE}_{self.instance}"
+
+    def new_form_token(self) -> str:
+        """The login form's double-submit token: it starts with this labelx.db's instance id,
+        as its session ids do, and is set under this instance's own cookie name.
+
+        Why (caller72): every LabelX on a host named the form's cookie ``labelx_login_csrf``
+        (and the typed name's ``labelx_login_name``), and a browser keeps cookies by host, not
+        port: opening B's sign-in form replaced A's token, so A's form, sent next, was "expired",
+        and B's form came filled with the user name typed into A's. A token of another instance
+        under this one's name is refused (``form_token_ok``)."""
+        return f"{self.instance}.{secrets.token_urlsafe(24)}"
+
+    def form_token_ok(self, cookie: str, sent: str) -> bool:
+        """Whether the login form's token ``sent`` is this instance's and matches its cookie."""
+        return self.ours(cookie) and bool(sent) and hmac.compare_digest(cookie.encode(), sent.encode())
 
     def ours(self, session_id: str | None) -> bool:
         """Whether a session id is one this labelx.db made: each starts with its instance id and

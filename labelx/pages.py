@@ -7,7 +7,6 @@ no inline script is needed and the strict Content-Security-Policy holds.
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote, unquote, urlencode
@@ -19,16 +18,16 @@ from datahub.errors import AccessDenied, DatahubError, TooManyAttempts, Unauthen
 from datahub.web import Pages
 from datahub.web.cookies import delete_cookie, read_cookie, secure_cookie, set_cookie
 from datahub.web.forms import FOREIGN_FORM, sent_from_elsewhere
-from labelx.auth import LOGIN_CSRF_COOKIE, SESSION_TTL, Principal
+from labelx.auth import SESSION_TTL, Principal
 from labelx.deps import LX, RowId, Who, demo_password_path, get_labelx
 from labelx.service import project_json
 
 PAGES = Pages(Path(__file__).parent / "templates", {"app_name": "LabelX"})
 router = APIRouter()
-# The user name a refused login typed, kept for the form shown next (a wrong password, an expired
-# form): the person types only the password again. A cookie, not the URL, so the name stays out
-# of access logs and the browser's history; the form's next success deletes it.
-LOGIN_NAME_COOKIE = "labelx_login_name"
+# The user name a refused login typed (``Auth.login_name_cookie``) is kept for the form shown
+# next (a wrong password, an expired form): the person types only the password again. A cookie,
+# not the URL, so the name stays out of access logs and the browser's history; the form's next
+# success deletes it.
 LOGIN_NAME_KEPT = 200  # characters: a longer "name" is no one's and would not fit a cookie
 
 
@@ -114,7 +113,7 @@ def _page(template: str, title: str, request: Request, who: Principal, **boot: A
 
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, error: str = "", next: str = "/") -> HTMLResponse:
-    name = unquote(held(request, LOGIN_NAME_COOKIE)) if error else ""
+    name = unquote(held(request, get_labelx(request).auth.login_name_cookie)) if error else ""
     return _login_form(request, "" if error == "throttled" else error, next, name)
 
 
@@ -124,8 +123,8 @@ def _login_form(
     """The sign-in form; after ``throttled`` (a 429 of the throttle), answered 429 with its
     ``Retry-After`` and saying how long to wait (``error="throttled"`` in the address says
     nothing: only this answer does)."""
-    token = secrets.token_urlsafe(24)
     lx = get_labelx(request)
+    token = lx.auth.new_form_token()
     demo_password = demo_password_path(lx.config)
     retry = throttled.details["retry_after"] if throttled else ""
     resp = _render(
@@ -140,7 +139,7 @@ def _login_form(
         no_users=not lx.store.has_users(),
         next=_page_after_login(next),
     )
-    _set(resp, request, LOGIN_CSRF_COOKIE, token)
+    _set(resp, request, lx.auth.login_csrf_cookie, token)
     if throttled:
         resp.status_code = throttled.http_status
         resp.headers["Retry-After"] = str(retry)
@@ -158,8 +157,7 @@ def login(
 ) -> Response:
     if sent_from_elsewhere(request):  # a same-site page on another port plants the cookie (login CSRF)
         return error_page(request, AccessDenied(FOREIGN_FORM))
-    cookie = held(request, LOGIN_CSRF_COOKIE)
-    if not cookie or not secrets.compare_digest(cookie, csrf):
+    if not lx.auth.form_token_ok(held(request, lx.auth.login_csrf_cookie), csrf):
         return _login_refused(request, "expired", name, next)
     try:
         session_id, _ = lx.auth.login(name, password, request.client.host if request.client else None)
@@ -173,8 +171,8 @@ def login(
         # machine; a session cookie copied earlier went on working)
         lx.auth.logout(old)
     resp = RedirectResponse(base_path(request) + _page_after_login(next), status_code=303)
-    delete_cookie(resp, LOGIN_CSRF_COOKIE, path=cookie_path(request))
-    delete_cookie(resp, LOGIN_NAME_COOKIE, path=cookie_path(request))
+    delete_cookie(resp, lx.auth.login_csrf_cookie, path=cookie_path(request))
+    delete_cookie(resp, lx.auth.login_name_cookie, path=cookie_path(request))
     _set(resp, request, lx.auth.session_cookie, session_id, max_age=int(SESSION_TTL))
     return resp
 
@@ -185,7 +183,7 @@ def _login_refused(request: Request, error: str, name: str, next: str) -> Respon
     query = {"error": error, **({"next": _page_after_login(next)} if _page_after_login(next) != "/" else {})}
     resp = RedirectResponse(base_path(request) + f"/login?{urlencode(query)}", status_code=303)
     if len(name) <= LOGIN_NAME_KEPT:
-        _set(resp, request, LOGIN_NAME_COOKIE, quote(name, safe=""), max_age=600)
+        _set(resp, request, get_labelx(request).auth.login_name_cookie, quote(name, safe=""), max_age=600)
     return resp
 
 

@@ -43,7 +43,7 @@ from datahub.errors import (
 )
 from datahub.validation import check_key, check_name, check_prefix, without_password
 from datahub.web import Pages, page_headers
-from datahub.web.cookies import delete_cookie, read_cookie, set_cookie
+from datahub.web.cookies import delete_cookie
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff")
 PAGE = 100  # entries per page everywhere
@@ -156,7 +156,7 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
         local_mode=local,
         labelx=b.labelx,
         cli=b.cli,  # the commands a page names run as shown: under make run, the checkout's venv
-        logout_csrf=read_cookie(request, session.LOGIN_CSRF_COOKIE),
+        logout_csrf=session.cookie(request, session.LOGIN_CSRF_COOKIE),
         **values,
     )
     return HTMLResponse(html, status_code=status)
@@ -228,7 +228,7 @@ def favicon() -> Response:
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str = "/", error: str = "") -> Response:
     b = browser_of(request)
-    token = read_cookie(request, session.LOGIN_CSRF_COOKIE) or session.new_login_csrf()
+    token = session.cookie(request, session.LOGIN_CSRF_COOKIE) or session.new_login_csrf()
     response = render(
         request,
         "login.html",
@@ -243,7 +243,7 @@ def login_page(request: Request, next: str = "/", error: str = "") -> Response:
 
 
 def _set_form_cookie(request: Request, response: Response, token: str) -> None:
-    set_cookie(response, request, session.LOGIN_CSRF_COOKIE, token)
+    session.put_cookie(response, request, session.LOGIN_CSRF_COOKIE, token)
 
 
 def _local_path(target: str) -> str:
@@ -267,9 +267,9 @@ def login(
         return RedirectResponse(f"/login?{query}", status_code=303)
     # the session this browser held ends with its cookie (another person signing in on a
     # shared machine), as LabelX's login does
-    session.sign_out(b.services, read_cookie(request, session.SESSION_COOKIE))
+    session.sign_out(b.services, session.cookie(request, session.SESSION_COOKIE))
     response = RedirectResponse(_local_path(next), status_code=303)
-    set_cookie(response, request, session.SESSION_COOKIE, session_id, max_age=session.SESSION_SECONDS)
+    session.put_cookie(response, request, session.SESSION_COOKIE, session_id, max_age=session.SESSION_SECONDS)
     return response
 
 
@@ -279,7 +279,7 @@ def logout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Resp
     session.check_form(request, csrf)
     b = browser_of(request)
     if not b.services.config.api.local_mode:
-        session.sign_out(b.services, read_cookie(request, session.SESSION_COOKIE))
+        session.sign_out(b.services, session.cookie(request, session.SESSION_COOKIE))
     response = RedirectResponse("/login", status_code=303)
     delete_cookie(response, session.SESSION_COOKIE)
     return response

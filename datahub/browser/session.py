@@ -29,14 +29,14 @@ from __future__ import annotations
 import secrets
 import time
 
-from fastapi import Request
+from fastapi import Request, Response
 
 from datahub.api.access import LOCAL, Principal
 from datahub.api.deps import Services
 from datahub.api.tokens import TOKEN_PREFIX, hash_token, lookup_token
 from datahub.catalog.model import BrowserSession
 from datahub.errors import AccessDenied, Unauthenticated
-from datahub.web.cookies import read_cookie, secure_cookie
+from datahub.web.cookies import read_cookie, secure_cookie, set_cookie
 from datahub.web.forms import FOREIGN_FORM, sent_from_elsewhere
 
 SESSION_COOKIE = "datahub_session"
@@ -58,7 +58,7 @@ def caller(request: Request, services: Services) -> Principal:
         if scheme.lower() == "bearer":
             principal = _principal(services, bearer.strip())
         else:
-            principal = _signed_in(services, read_cookie(request, SESSION_COOKIE))
+            principal = _signed_in(services, cookie(request, SESSION_COOKIE))
     request.state.principal = principal
     return principal
 
@@ -136,11 +136,36 @@ def check_form(request: Request, sent: str) -> None:
     browser on a POST) names this host, and the form echoes the cookie's double-submit token."""
     if sent_from_elsewhere(request):
         raise AccessDenied(FOREIGN_FORM)
-    cookie = read_cookie(request, LOGIN_CSRF_COOKIE)
-    if not cookie or not sent or not secrets.compare_digest(cookie, sent):
+    held = cookie(request, LOGIN_CSRF_COOKIE)
+    if not held or not sent or not secrets.compare_digest(held, sent):
         raise AccessDenied("the form expired; open the page again and retry")
 
 
 def secure(request: Request) -> bool:
-    """Over https, or signed in from an https page behind a TLS proxy (``datahub.web.cookies``)."""
-    return secure_cookie(request)
+    """Configured (``api.secure_cookies``), over https, or signed in from an https page behind a
+    TLS proxy (``datahub.web.cookies``)."""
+    return secure_cookie(request, always=always_secure(request))
+
+
+def always_secure(request: Request) -> bool:
+    """``api.secure_cookies`` (``datahub serve --secure-cookies``): every cookie Secure.
+
+    Why a setting and not only the sign-in's ``Origin`` (review22b): behind a TLS proxy the app
+    sees plain http, and a request with no ``Origin`` (a GET, the login form's cookie; a browser
+    or extension that leaves it out of a POST) set its cookie without ``Secure``, so the
+    person's browser sent it over any ``http://`` address of the host. The operator who put the
+    proxy there knows the pages are https; the app cannot tell (there is no trusted-proxy
+    setting, and ``X-Forwarded-Proto`` from anyone else is not believed)."""
+    return bool(request.app.state.services.config.api.secure_cookies)
+
+
+def cookie(request: Request, name: str) -> str:
+    """The browser's cookie ``name``, read under the name it is set with (``read_cookie``)."""
+    return read_cookie(request, name, always=always_secure(request))
+
+
+def put_cookie(
+    response: Response, request: Request, name: str, value: str, max_age: int | None = None
+) -> None:
+    """Set the browser's cookie ``name`` (``set_cookie``): Secure when ``secure`` says so."""
+    set_cookie(response, request, name, value, always=always_secure(request), max_age=max_age)

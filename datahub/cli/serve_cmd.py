@@ -39,6 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--no-labelx", dest="labelx", action="store_false", help="do not serve LabelX under /labelx"
     )
     p.add_argument(
+        "--secure-cookies",
+        action="store_true",
+        help="mark the browser's and LabelX's sign-in cookies Secure: pages served over https by a "
+        "TLS proxy that reaches this server over http (api.secure_cookies)",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         default=1,
@@ -91,6 +97,8 @@ def run(args: argparse.Namespace, ctx: CliContext) -> int:
         api.port = args.port
     if args.local_mode is not None:
         api.local_mode = args.local_mode
+    if args.secure_cookies:
+        api.secure_cookies = True
     workers = check_workers(args.workers)
     check_bind(ctx.config)  # before anything listens: local mode only on loopback
     # create_app checks it too, but in each process after the cache is open and the line below

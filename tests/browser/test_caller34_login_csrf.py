@@ -55,15 +55,18 @@ def attacker_site(html: str) -> Iterator[str]:
         thread.join(timeout=30)
 
 
-def forged_login(target: str) -> str:
+def forged_login(target: str, auth) -> str:
     """The attacker's page: plant the login form's cookie, post the form with it and the
-    attacker's own account, at once."""
+    attacker's own account, at once. The cookie has the name and the instance id LabelX's own
+    has (caller72: its name and every token carry them; both are in any request the host's
+    pages send, so an attacker serving a page there can read them)."""
+    planted = f"{auth.instance}.planted"
     return f"""<!doctype html><html lang="en"><title>cute cats</title>
 <form method="post" action="{target}/labelx/login">
 <input name="name" value="mallory"><input name="password" value="{PASSWORD}">
-<input name="csrf" value="planted"><input name="next" value="/">
+<input name="csrf" value="{planted}"><input name="next" value="/">
 </form>
-<script>document.cookie = "labelx_login_csrf=planted; path=/labelx"; document.forms[0].submit();</script>
+<script>document.cookie = "{auth.login_csrf_cookie}={planted}; path=/labelx"; document.forms[0].submit();</script>
 </html>"""
 
 
@@ -88,7 +91,7 @@ def test_a_same_site_page_cannot_sign_the_person_in_to_its_account(
             chrome.visit(f"{base}/labelx/login", axe=False)
             type_sign_in(chrome, "alice", PASSWORD)
             assert who_is_signed_in(chrome, base) == "alice"
-            with attacker_site(forged_login(base)) as evil:
+            with attacker_site(forged_login(base, labelx.state.labelx.auth)) as evil:
                 assert evil.split(":")[1] == base.split(":")[1] and evil != base  # same host, other port
                 chrome.driver.get(evil)
                 # the form's answer is loaded (a page of LabelX's origin either way)

@@ -151,7 +151,7 @@ def test_each_app_takes_only_its_own_sign_in(two_ports) -> None:
 def test_a_csrf_token_of_one_app_is_not_the_others(two_ports) -> None:
     """LabelX's page token belongs to its session: the browser's login-form token, sent by
     the same jar, does not pass LabelX's check, nor LabelX's login-form token the browser's."""
-    browser, labelx, token, _ = two_ports
+    browser, labelx, token, lx_session = two_ports
     jar = Jar()
     jar.browser_sign_in(browser, token)
     jar.labelx_sign_in(labelx, "bob")
@@ -160,7 +160,9 @@ def test_a_csrf_token_of_one_app_is_not_the_others(two_ports) -> None:
     assert r.status_code == 403, r.text
     assert _labelx_me(jar, labelx) == "bob"  # not signed out by it
     jar.client.get(f"{labelx}/login")  # LabelX's login-form cookie is set for the host
-    lx_form_token = jar.cookie(labelx_auth.LOGIN_CSRF_COOKIE)
+    lx_form_token = jar.cookie(
+        labelx_auth.LOGIN_CSRF_COOKIE + lx_session.removeprefix(labelx_auth.SESSION_COOKIE)
+    )
     r = jar.client.post(f"{browser}/logout", data={"csrf": lx_form_token})
     assert r.status_code == 403, r.text
     assert _signed_in_browser(jar, browser)

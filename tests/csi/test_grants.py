@@ -3,8 +3,10 @@
 A grant written with the CLI (``datahub dataset update D --grant
 system:serviceaccount:NS:SA=reader``) or the API (``PATCH /v1/datasets/D`` with a token),
 then a NodePublishVolume as that pod: the plugin mounts the dataset and the bytes are right.
-Before the grant and after a revoke, PERMISSION_DENIED names the dataset, the principal and
-the role. The access list is never written straight into the catalog here.
+Before the grant and after a revoke, NOT_FOUND names the dataset and the principal, the
+answer of a dataset that does not exist (caller72: PERMISSION_DENIED told a pod's author that
+the dataset exists; tests/csi/test_caller72_hidden_dataset.py). The access list is never
+written straight into the catalog here.
 """
 
 from __future__ import annotations
@@ -61,9 +63,10 @@ def assert_denied(plugin: Plugin, env: CsiEnv, dataset: str, principal: str, nam
     target = env.target(name)
     with pytest.raises(grpc.RpcError) as err:
         plugin.publish(target, {"dataset": dataset, **pod_info(namespace, account)}, volume_id=name)
-    assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, err.value.details()
+    assert err.value.code() == grpc.StatusCode.NOT_FOUND, err.value.details()  # as if missing (caller72)
     details = err.value.details()
-    assert repr(dataset) in details and principal in details and "reader role" in details, details
+    assert repr(dataset) in details and principal in details and "not found, or not readable by" in details
+    assert f"--grant {principal}=reader" in details, details
     assert not os.path.exists(target)
 
 
@@ -186,8 +189,9 @@ def test_a_bucket_snapshot_is_no_dataset_every_pod_may_mount(plugin: Plugin, csi
             plugin.publish(
                 target, {"dataset": snapshot, **inline, **pod_info("team-b", "eval")}, volume_id="b-snap"
             )
-        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED, err.value.details()
-        assert repr(snapshot) in err.value.details() and "snapshot" in err.value.details()
+        # as if missing (caller72): it said "a snapshot of bucket s3://…" of one that exists
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND, err.value.details()
+        assert repr(snapshot) in err.value.details() and "not readable by" in err.value.details()
         assert not os.path.exists(target)
     finally:
         if any(p["target_path"] == target for p in plugin.state()):  # before the fix: it mounted

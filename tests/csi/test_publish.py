@@ -191,7 +191,8 @@ def test_dataset_access_lists_apply_to_the_pods_service_account(plugin: Plugin, 
     for context in ({"dataset": "private"}, {"dataset": "private", **pod_info("team-b", "trainer")}):
         with pytest.raises(grpc.RpcError) as err:
             plugin.publish(target, context, volume_id="acl")
-        assert err.value.code() == grpc.StatusCode.PERMISSION_DENIED and "private" in err.value.details()
+        # a dataset the pod may not read answers as a missing one (caller72)
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND and "private" in err.value.details()
         assert not os.path.exists(target)
     with pytest.raises(grpc.RpcError) as err:  # committing into a dataset needs writer
         plugin.publish(target, {"workspace": "w-acl", "commitTo": "results", **pod_info("team-a", "trainer")})

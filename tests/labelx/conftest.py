@@ -105,6 +105,12 @@ def app(env: Env):
     app.state.labelx.store.close()
 
 
+def login_csrf_cookie(app) -> str:
+    """The name of ``app``'s sign-in form cookie: ``labelx_login_csrf_<instance>`` (caller72: each
+    labelx.db its own, so two LabelX servers on one host keep their forms apart)."""
+    return app.state.labelx.auth.login_csrf_cookie
+
+
 def session_cookie(app) -> str:
     """The name of ``app``'s session cookie: ``labelx_session_<instance>`` (caller44: each
     labelx.db its own, so two LabelX servers on one host keep their sign-ins apart)."""

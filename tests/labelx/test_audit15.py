@@ -79,7 +79,11 @@ def test_another_user_cannot_read_the_labelx_database(
 def _logs_in(app, name: str, password: str) -> bool:
     client = TestClient(app, base_url="http://127.0.0.1")
     client.get("/login")
-    form = {"name": name, "password": password, "csrf": client.cookies["labelx_login_csrf"]}
+    form = {
+        "name": name,
+        "password": password,
+        "csrf": client.cookies[app.state.labelx.auth.login_csrf_cookie],
+    }
     answer = client.post("/login", data=form, follow_redirects=False)
     return answer.status_code == 303 and not answer.headers["location"].endswith("?error=wrong")
 

@@ -7,7 +7,15 @@ import sqlite3
 from fastapi.testclient import TestClient
 
 from labelx.app import create_labelx_app
-from tests.labelx.conftest import PASSWORD, Session, add_users, make_project, ok, session_cookie
+from tests.labelx.conftest import (
+    PASSWORD,
+    Session,
+    add_users,
+    login_csrf_cookie,
+    make_project,
+    ok,
+    session_cookie,
+)
 
 
 def test_everything_needs_a_login(app):
@@ -22,7 +30,7 @@ def test_everything_needs_a_login(app):
 def test_wrong_password_and_unknown_user_are_refused(app):
     client = TestClient(app, base_url="http://127.0.0.1")
     for name, password in (("alice", "not the password"), ("nobody", PASSWORD)):
-        token = client.get("/login").cookies.get("labelx_login_csrf")
+        token = client.get("/login").cookies.get(login_csrf_cookie(app))
         resp = client.post(
             "/login", data={"name": name, "password": password, "csrf": token}, follow_redirects=False
         )
@@ -53,7 +61,7 @@ def test_cookies_are_secure_when_configured(env):
     )
     add_users(app, carol="annotator")
     client = TestClient(app, base_url="https://127.0.0.1")
-    token = client.get("/login").cookies.get("__Host-labelx_login_csrf")  # Secure: __Host- (caller36)
+    token = client.get("/login").cookies.get(f"__Host-{login_csrf_cookie(app)}")  # Secure: __Host- (caller36)
     resp = client.post(
         "/login", data={"name": "carol", "password": PASSWORD, "csrf": token}, follow_redirects=False
     )

@@ -13,7 +13,7 @@ import warnings
 
 import pytest
 
-from tests.labelx.conftest import PASSWORD, session_cookie
+from tests.labelx.conftest import PASSWORD, login_csrf_cookie, session_cookie
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette prefers httpx2 for its TestClient
@@ -22,9 +22,12 @@ with warnings.catch_warnings():
 
 def _post_login(app, origin: str | None):
     client = TestClient(app, base_url="http://127.0.0.1:8000")
-    client.cookies.set("labelx_login_csrf", "planted")  # what a same-site page can write
+    # what a same-site page can write: this LabelX's own name and instance id (caller72), which
+    # any request the host's pages send carries
+    planted = f"{app.state.labelx.auth.instance}.planted"
+    client.cookies.set(login_csrf_cookie(app), planted)
     headers = {"Origin": origin} if origin is not None else {}
-    form = {"name": "admin", "password": PASSWORD, "csrf": "planted"}
+    form = {"name": "admin", "password": PASSWORD, "csrf": planted}
     return client.post("/login", data=form, headers=headers, follow_redirects=False)
 
 

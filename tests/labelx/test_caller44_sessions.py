@@ -62,7 +62,11 @@ def test_another_labelx_dbs_session_is_ignored_not_refused_or_expired(app, env, 
         client.cookies.set("labelx_session", "old-unprefixed-id")
         client.cookies.set(session_cookie(other), foreign)
         client.get("/login")
-        form = {"name": "alice", "password": PASSWORD, "csrf": client.cookies["labelx_login_csrf"]}
+        form = {
+            "name": "alice",
+            "password": PASSWORD,
+            "csrf": client.cookies[app.state.labelx.auth.login_csrf_cookie],
+        }
         signed = client.post("/login", data=form, follow_redirects=False)
         assert signed.status_code == 303
         set_names = {c.split("=", 1)[0] for c in signed.headers.get_list("set-cookie")}

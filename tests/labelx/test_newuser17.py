@@ -20,7 +20,7 @@ def _name_field(page: str) -> str:
 
 
 def _refused(client: TestClient, name: str, password: str, csrf: str | None = None) -> str:
-    token = client.get("/login").cookies.get("labelx_login_csrf")
+    token = client.get("/login").cookies.get(client.app.state.labelx.auth.login_csrf_cookie)
     form = {"name": name, "password": password, "csrf": csrf or token}
     resp = client.post("/login", data=form, follow_redirects=False)
     assert resp.status_code == 303 and "labelx_session" not in resp.cookies
@@ -35,11 +35,11 @@ def test_the_form_after_a_wrong_password_has_the_name_typed_and_the_url_has_not(
     assert 'value="alice"' in field and "autofocus" not in field  # the password field has it
 
     # a success forgets it: the next person at this browser finds an empty form
-    token = client.get("/login").cookies.get("labelx_login_csrf")
+    token = client.get("/login").cookies.get(app.state.labelx.auth.login_csrf_cookie)
     resp = client.post(
         "/login", data={"name": "alice", "password": PASSWORD, "csrf": token}, follow_redirects=False
     )
-    assert resp.headers["location"] == "/" and "labelx_login_name" not in client.cookies
+    assert resp.headers["location"] == "/" and app.state.labelx.auth.login_name_cookie not in client.cookies
     assert 'value=""' in _name_field(client.get("/login?error=wrong").text)
 
 

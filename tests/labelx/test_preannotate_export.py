@@ -229,7 +229,7 @@ def test_mounted_beside_the_datahub_api_under_labelx(env):
     page = client.get("/labelx/login").text
     assert 'href="/labelx/static/app.css"' in page and 'action="/labelx/login"' in page
     assert client.get("/labelx/static/annotate.js").status_code == 200
-    token = client.cookies.get("labelx_login_csrf")
+    token = client.cookies.get(lx.state.labelx.auth.login_csrf_cookie)
     resp = client.post(
         "/labelx/login", data={"name": "alice", "password": PASSWORD, "csrf": token}, follow_redirects=False
     )

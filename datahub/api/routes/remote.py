@@ -15,6 +15,7 @@ misreading the columns.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Annotated, Any
 
@@ -22,7 +23,7 @@ from fastapi import APIRouter, Depends, Query, Response, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ValidationError
 
-from datahub.api.access import creating, require_creatable
+from datahub.api.access import can, creating, require_creatable
 from datahub.api.deps import (
     LineageDep,
     PrincipalDep,
@@ -55,10 +56,10 @@ from datahub.api.schemas import (
     version_public,
 )
 from datahub.catalog.http_store import DIFF_HEADER, DIRECTORY_HEADER, RECORDS_HEADER
-from datahub.catalog.model import DiffEntry
+from datahub.catalog.model import Dataset, DiffEntry
 from datahub.catalog.record_json import record_json
 from datahub.catalog.snapshots import names_snapshot_of, snapshot_name
-from datahub.errors import AccessDenied, InvalidInput
+from datahub.errors import AccessDenied, AlreadyExists, InvalidInput
 from datahub.validation import check_prefix, check_principal
 
 # Not in the public OpenAPI: the wire contract of datahub.catalog.http_store, held by the catalog
@@ -151,7 +152,14 @@ def create_dataset(body: DatasetFull, services: ServicesDep, principal: Principa
     is given), and anyone may make a bucket snapshot's dataset as a mount makes it
     (``mount_made``): a node's bucket mount creates its snapshot through here."""
     if mount_made(body):  # whoever asks: the shape decides
-        dataset = services.catalog.create_dataset(body.name, description=body.description, source=body.source)
+        try:
+            dataset = services.catalog.create_dataset(
+                body.name, description=body.description, source=body.source
+            )
+        except AlreadyExists:
+            if can(principal, services.catalog.get_dataset(body.name), "reader"):
+                raise
+            return as_made(body)
         return dataset_public(dataset, 0)
     owner = check_principal(body.owner) if body.owner else principal.name
     if owner != principal.name and not principal.is_admin:
@@ -164,6 +172,22 @@ def create_dataset(body: DatasetFull, services: ServicesDep, principal: Principa
             body.name, description=body.description, source=body.source, owner=owner, acl=check_acl(body.acl)
         )
     return dataset_public(dataset, 0)
+
+
+def as_made(body: DatasetFull) -> DatasetPublic:
+    """The answer a mount-shaped create gives when it makes the dataset, for a name already
+    taken by a dataset the caller may not read.
+
+    Why (caller72): that create answered 201 for a new name and 409 for a taken one, so any
+    token learned which bucket prefixes had been mounted, or squatted, by asking for their
+    snapshot names, though every other route answers such a dataset as a missing one (docs/api.md,
+    "403 or 404"). What a made one's answer holds is only what the caller sent (the name, the
+    description, the source), no owner, no access list, no versions, so it says nothing of the
+    dataset that is there. The caller is told nothing false it could act on: a dataset it may
+    not read is one it cannot use either way (its mount records no snapshot into it, reading
+    it is the 404 of a missing one), exactly as for the ownerless one a create makes."""
+    made = Dataset(body.name, body.description, body.source, created_at=time.time())
+    return dataset_public(made, 0)
 
 
 def mount_made(body: DatasetFull) -> bool:
