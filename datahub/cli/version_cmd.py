@@ -44,9 +44,9 @@ def dataset_only(spec: str, command: str, instead: Callable[[str, str], str]) ->
     if "@" not in spec:
         return spec
     name, _, ref = spec.partition("@")
-    raise InvalidInput(
-        f"`datahub {command}` takes a dataset, not a version ({spec!r}): {instead(name, ref or 'latest')}"
-    )
+    # the version meant, never what names none: `log pets@@v1` said to run `ls pets@@v1` (newuser72)
+    ref = ref if is_ref(ref) else meant_ref(ref) or "latest"
+    raise InvalidInput(f"`datahub {command}` takes a dataset, not a version ({spec!r}): {instead(name, ref)}")
 
 
 def version_arguments(dataset: str, given: dict[str, str], command: Callable[..., str]) -> None:

@@ -77,6 +77,23 @@ def test_a_version_argument_that_names_none_is_named(
     assert f"did you mean `datahub {meant}`?" in said, said
 
 
+@pytest.mark.parametrize(
+    ("argv", "instead"),
+    [
+        (["log", "pets@@v1"], "`datahub ls pets@v1` the records of one"),
+        (["diff", "pets@@v1", "2"], "`datahub diff pets v1 2` compares"),
+    ],
+)
+def test_a_command_taking_a_dataset_names_the_version_meant(
+    home: str, argv: list[str], instead: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``log pets@@v1`` (a dataset, not a version) said to run ``ls pets@@v1``, refused in turn."""
+    capsys.readouterr()
+    assert main(["--home", home, *argv]) == 2
+    said = capsys.readouterr().err
+    assert "takes a dataset, not a version ('pets@@v1')" in said and instead in said, said
+
+
 def test_the_version_meant_runs_as_typed(home: str) -> None:
     """After ``make run``: the suggestion, typed as shown, lists the version."""
     run = shell_runner(Path(home).parent)
