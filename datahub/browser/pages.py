@@ -213,6 +213,18 @@ def _filter(text: str) -> RecordFilter | None:
     return RecordFilter.parse(text) if text.strip() else None
 
 
+def _page_filter(text: str) -> tuple[RecordFilter | None, str]:
+    """A version page's filter and, when it does not parse, why (``""`` when it does). Why: a
+    filter with a syntax error (``labels.class==cat``) replaced the whole page with an error
+    page, the filter box and the text typed in it gone, so fixing a typo meant going back and
+    typing the filter again (newuser72): the page now lists the folder unfiltered and says why
+    beside the box, which keeps the text."""
+    try:
+        return _filter(text), ""
+    except InvalidInput as exc:
+        return None, exc.message
+
+
 def is_image(key: str) -> bool:
     return key.lower().endswith(IMAGE_SUFFIXES)
 
@@ -357,9 +369,12 @@ def version_page(
     b, principal, _ = _dataset(request, name)
     version = _lineage_view(b, principal).version(b.catalog.resolve(name, ref))
     check_prefix(prefix)
-    where = _filter(filter)
     if prefix and not prefix.endswith("/"):
         return _folder_or_record(b, name, ref, version.seq, prefix, filter)
+    typed = filter
+    where, filter_error = _page_filter(typed)
+    if filter_error:  # listed without it: no link, chart or snippet carries what did not parse
+        filter = ""
     entries, position = folders.browse(
         b.catalog, name, version.seq, prefix=prefix, where=where, after=cursor_of(cursor), limit=PAGE
     )
@@ -383,11 +398,14 @@ def version_page(
     return render(
         request,
         "version.html",
+        400 if filter_error else 200,
         title=ref_text,
         name=name,
         version=version,
         prefix=prefix,
         filter=filter,
+        typed_filter=typed,
+        filter_error=filter_error,
         crumbs=folders.parent_prefixes(prefix),
         entries=entries,
         nearest=nearest,
