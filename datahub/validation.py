@@ -75,11 +75,47 @@ def check_name(name: str, what: str = "dataset") -> str:
     return name
 
 
+# what may name a version after '@' or as a REF argument: a number (3, v3), "-1" (the catalog
+# answers "no such version"), a tag or latest; a tag's own rules (its length, not v3) are check_tag's
+_REF_SHAPE = re.compile(r"v?[0-9]+|-[0-9]+|[A-Za-z][A-Za-z0-9._-]*")
+
+
+def is_ref(text: str) -> bool:
+    """Whether ``text`` can name a version (a number, a tag or latest): ``@v1`` (what follows
+    the first '@' of ``sample@@v1``) and ``v1/train/`` cannot."""
+    return isinstance(text, str) and _REF_SHAPE.fullmatch(text) is not None
+
+
+def meant_ref(text: str) -> str | None:
+    """The version ``text`` most likely meant (``@v1`` and ``sample@v1`` -> ``v1``, ``v1/a.jpg``
+    -> ``v1``), or None when no part of it names one."""
+    parts = text.strip().strip("@").split("@")
+    if len(parts) > 2:  # v1@v2@v3: which one, nobody can tell
+        return None
+    guess = parts[-1].split("/", 1)[0].strip()
+    return guess if is_ref(guess) else None
+
+
+def not_a_version(dataset: str, ref: str) -> InvalidName:
+    """The refusal of ``DATASET@REF`` whose REF cannot name a version, naming it as typed, the
+    form and the version meant. Why: ``datahub ls sample@@v1`` said "invalid tag '@v1'", which
+    named neither what was typed nor how a version is written, and no tag was typed (newuser72)."""
+    typed = f"{dataset}@{ref}"
+    meant = meant_ref(ref)
+    hint = f"; did you mean '{dataset}@{meant}'?" if meant else ""
+    return InvalidName(
+        f"invalid version {typed!r}: write DATASET@VERSION, e.g. {dataset}@v1 (VERSION: a number such "
+        f"as 1 or v1, a tag, or latest){hint}",
+        name=typed[:200],
+    )
+
+
 def split_version(text: str) -> tuple[str, str | None]:
     """``"imagenet@v3"`` -> ("imagenet", "v3"); ``"imagenet"`` -> ("imagenet", None: latest).
 
     Nothing after the ``@`` is refused: ``sample@$REF`` with ``REF`` unset listed, exported,
-    prefetched and mounted the latest version as if it had been asked for (newuser32)."""
+    prefetched and mounted the latest version as if it had been asked for (newuser32); so is
+    what names no version (``sample@@v1``, ``sample@v1/a.jpg``: ``not_a_version``)."""
     name, at, ref = text.partition("@")
     if not at and not NAME_RE.fullmatch(name):
         _refuse_other_separator(name)
@@ -89,6 +125,8 @@ def split_version(text: str) -> tuple[str, str | None]:
             f"nothing after '@' in {text!r} (an empty shell variable?): name a version, "
             f"e.g. {name}@v1, {name}@latest or {name}@TAG, or write {name} alone for the latest"
         )
+    if at and not is_ref(ref):
+        raise not_a_version(name, ref)
     return name, ref or None
 
 

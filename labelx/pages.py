@@ -137,6 +137,7 @@ def _login_form(
         login_name=name,
         demo_password=str(demo_password) if demo_password.exists() else "",
         no_users=not lx.store.has_users(),
+        cli=lx.cli,  # the create-user command as this server's user runs datahub (newuser72)
         next=_page_after_login(next),
     )
     _set(resp, request, lx.auth.login_csrf_cookie, token)

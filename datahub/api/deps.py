@@ -15,7 +15,7 @@ from fastapi import Depends, Path, Request
 from datahub.api.access import LOCAL, Principal, require
 from datahub.api.lineage import LineageView
 from datahub.api.schemas import NAME_SHAPE
-from datahub.api.tokens import lookup_token
+from datahub.api.tokens import TOKEN_COMMAND, lookup_token
 from datahub.catalog.model import Dataset
 from datahub.config import Config
 from datahub.errors import AccessDenied, DatahubError, DatasetNotFound, Unauthenticated
@@ -28,6 +28,10 @@ class Services:
     def __init__(self, config: Config, catalog=None, stores=None, cache=None, tasks=None) -> None:
         self.config, self.cache = config, cache
         self._catalog, self._stores, self._tasks = catalog, stores, tasks
+        # datahub as this server's user runs it: a command a message names (`datahub token
+        # create …`) is written so (``as_run``); ``make run`` and ``datahub serve`` set it
+        # (``pages_name_commands_as_typed``), as a checkout's venv is not on PATH
+        self.cli = "datahub"
         self._owned: list = []
         self._lock = threading.Lock()
 
@@ -93,11 +97,11 @@ def authenticate(authorization: str, services: Services) -> Principal:
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthenticated(
-            "authentication required: send 'Authorization: Bearer <token>' (datahub token create)"
+            f"authentication required: send 'Authorization: Bearer <token>' (a token: {TOKEN_COMMAND})"
         )
     info = lookup_token(services.catalog.store, token.strip())
     if info is None:
-        raise Unauthenticated("invalid or revoked token: create a new one with 'datahub token create'")
+        raise Unauthenticated(f"invalid or revoked token: create a new one with {TOKEN_COMMAND}")
     return Principal(info.principal, info.is_admin)
 
 

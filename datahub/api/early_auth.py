@@ -21,7 +21,7 @@ import anyio
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from datahub.api.deps import Services, authenticate
-from datahub.api.errors import error_response
+from datahub.api.errors import as_run, error_response
 from datahub.errors import Unauthenticated
 
 PROVEN = "datahub.caller_proven"  # scope key: the API authenticated this request's caller
@@ -52,7 +52,8 @@ class CallerBeforeBody:
                 principal = await anyio.to_thread.run_sync(authenticate, authorization, services)
             except Unauthenticated as exc:
                 # the body is never read: the connection closes, so it is not parsed as a next request
-                response = error_response(401, exc.code, exc.message, exc.details, {"Connection": "close"})
+                message = as_run(exc.message, services.cli)
+                response = error_response(401, exc.code, message, exc.details, {"Connection": "close"})
 
                 async def no_body() -> Message:
                     return {"type": "http.disconnect"}

@@ -40,8 +40,23 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+def as_run(message: str, cli: str) -> str:
+    """``message`` with each command it names in backticks (```datahub token create …```) as
+    this server's user runs datahub (``Services.cli``: ``.venv/bin/datahub --home var`` under
+    ``make run``, whose venv is not on PATH). Why: the API's 401 named a bare ``datahub``
+    (newuser72), as the browser's pages did before newuser24."""
+    return message if cli == "datahub" else message.replace("`datahub ", f"`{cli} ")
+
+
+def served_cli(app: object) -> str:
+    """``Services.cli`` of the app answering (``datahub`` without one)."""
+    services = getattr(getattr(app, "state", None), "services", None)
+    return getattr(services, "cli", "datahub")
+
+
 async def _datahub_error(request: Request, exc: DatahubError) -> JSONResponse:
-    return error_response(exc.http_status, exc.code, exc.message, exc.details, headers=retry_after(exc))
+    message = as_run(exc.message, served_cli(request.app))
+    return error_response(exc.http_status, exc.code, message, exc.details, headers=retry_after(exc))
 
 
 def retry_after(exc: DatahubError) -> dict[str, str]:

@@ -39,7 +39,8 @@ from urllib.parse import urlsplit
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from datahub.api.errors import error_response
+from datahub.api.errors import as_run, error_response, served_cli
+from datahub.api.tokens import TOKEN_COMMAND
 from datahub.config import Config
 
 LOOPBACK_NAMES = ("localhost",)
@@ -155,9 +156,12 @@ class LocalCallersOnly:
                 response = error_response(
                     403,
                     "access_denied",
-                    f"this server runs in local mode (no authentication), which answers only the programs "
-                    f"of its own user on this machine, and {why}: {hint} with --auth and tokens "
-                    "(datahub token create)",
+                    as_run(
+                        f"this server runs in local mode (no authentication), which answers only the "
+                        f"programs of its own user on this machine, and {why}: {hint} with --auth and "
+                        f"tokens ({TOKEN_COMMAND})",
+                        served_cli(scope.get("app")),
+                    ),
                 )
                 await response(scope, receive, send)
                 return

@@ -16,6 +16,10 @@ from datahub.errors import NotFound
 from datahub.validation import check_principal
 
 TOKEN_PREFIX = "dh_"
+# the command that makes a token, in backticks: a message naming it shows it as this server's
+# user runs datahub (``datahub.api.errors.as_run``). They said a bare 'datahub token create',
+# "command not found" after ``make run``, and without the --principal it needs (newuser72)
+TOKEN_COMMAND = "`datahub token create --principal NAME`"
 
 
 def hash_token(token: str) -> str:

@@ -25,6 +25,7 @@ from fastapi.routing import APIRoute
 
 from datahub.api.access import Principal, require
 from datahub.api.deps import Services
+from datahub.api.errors import as_run
 from datahub.api.lineage import LineageView
 from datahub.api.routes.pagination import decode_cursor, encode_cursor
 from datahub.browser import charts, diffs, folders, lineage, listing, session
@@ -103,9 +104,9 @@ class Browser:
         self.services = services
         self.images = images
         self.labelx = labelx
-        # the command the snippets show: an installed datahub is on the reader's PATH; ``make
-        # run`` serves from a checkout's .venv, which is not, and sets its own (datahub.demo)
-        self.cli = "datahub"
+        # the command the snippets show (``cli``, kept in the services): an installed datahub is
+        # on the reader's PATH; ``make run`` serves from a checkout's .venv, which is not, and
+        # sets its own (datahub.demo)
         # the PyTorch script's interpreter and the home its configuration names (None: the
         # reader's own, ``load_config()``); ``make run`` sets both to its venv and ./var
         self.python = "python"
@@ -124,6 +125,16 @@ class Browser:
     @property
     def catalog(self) -> Catalog:
         return self.services.catalog
+
+    @property
+    def cli(self) -> str:
+        """The command the pages name: the API's (``Services.cli``), so a page and the API's
+        answers name the same (the sign-in messages named a bare ``datahub``, newuser72)."""
+        return self.services.cli
+
+    @cli.setter
+    def cli(self, command: str) -> None:
+        self.services.cli = command
 
 
 def _when(ts: float) -> str:
@@ -176,9 +187,7 @@ def error_page(request: Request, status: int, code: str, message: str) -> HTMLRe
         check_name(name)
     except InvalidInput:
         name = ""
-    cli = browser_of(request).cli
-    if cli != "datahub":  # a command the message names, as make run's user runs it (newuser24)
-        message = message.replace("`datahub ", f"`{cli} ")
+    message = as_run(message, browser_of(request).cli)  # as make run's user runs it (newuser24)
     return render(
         request, "error.html", status, title=f"{status} {code}", code=code, message=message, dataset=name
     )
@@ -213,6 +222,18 @@ def _filter(text: str) -> RecordFilter | None:
     return RecordFilter.parse(text) if text.strip() else None
 
 
+def _page_filter(text: str) -> tuple[RecordFilter | None, str]:
+    """A version page's filter and, when it does not parse, why (``""`` when it does). Why: a
+    filter with a syntax error (``labels.class==cat``) replaced the whole page with an error
+    page, the filter box and the text typed in it gone, so fixing a typo meant going back and
+    typing the filter again (newuser72): the page now lists the folder unfiltered and says why
+    beside the box, which keeps the text."""
+    try:
+        return _filter(text), ""
+    except InvalidInput as exc:
+        return None, exc.message
+
+
 def is_image(key: str) -> bool:
     return key.lower().endswith(IMAGE_SUFFIXES)
 
@@ -235,7 +256,8 @@ def login_page(request: Request, next: str = "/", error: str = "") -> Response:
         title="Sign in",
         csrf=token,
         next=_local_path(next),
-        error=session.SIGN_IN_ERRORS.get(error, ""),  # a code: never the address's own text
+        # a code: never the address's own text; its command as this server's user runs datahub
+        error=as_run(session.SIGN_IN_ERRORS.get(error, ""), b.cli),
         local=b.services.config.api.local_mode,
     )
     _set_form_cookie(request, response, token)
@@ -357,9 +379,12 @@ def version_page(
     b, principal, _ = _dataset(request, name)
     version = _lineage_view(b, principal).version(b.catalog.resolve(name, ref))
     check_prefix(prefix)
-    where = _filter(filter)
     if prefix and not prefix.endswith("/"):
         return _folder_or_record(b, name, ref, version.seq, prefix, filter)
+    typed = filter
+    where, filter_error = _page_filter(typed)
+    if filter_error:  # listed without it: no link, chart or snippet carries what did not parse
+        filter = ""
     entries, position = folders.browse(
         b.catalog, name, version.seq, prefix=prefix, where=where, after=cursor_of(cursor), limit=PAGE
     )
@@ -383,11 +408,14 @@ def version_page(
     return render(
         request,
         "version.html",
+        400 if filter_error else 200,
         title=ref_text,
         name=name,
         version=version,
         prefix=prefix,
         filter=filter,
+        typed_filter=typed,
+        filter_error=filter_error,
         crumbs=folders.parent_prefixes(prefix),
         entries=entries,
         nearest=nearest,

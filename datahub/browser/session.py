@@ -33,7 +33,7 @@ from fastapi import Request, Response
 
 from datahub.api.access import LOCAL, Principal
 from datahub.api.deps import Services
-from datahub.api.tokens import TOKEN_PREFIX, hash_token, lookup_token
+from datahub.api.tokens import TOKEN_COMMAND, TOKEN_PREFIX, hash_token, lookup_token
 from datahub.catalog.model import BrowserSession
 from datahub.errors import AccessDenied, Unauthenticated
 from datahub.web.cookies import read_cookie, secure_cookie, set_cookie
@@ -68,9 +68,9 @@ def caller(request: Request, services: Services) -> Principal:
 # ``?error=`` said in the alert beside the token field, so a link to the real server carried a
 # phisher's words ("paste a new admin token at ...") to where a person pastes a token (review19b).
 SIGN_IN_ERRORS = {
-    "missing": "sign in with an API token first (datahub token create)",
+    "missing": f"sign in with an API token first (a token: {TOKEN_COMMAND})",
     "not_a_token": f"that is not a datahub API token (they start with {TOKEN_PREFIX!r})",
-    "invalid": "invalid or revoked token: create a new one with 'datahub token create'",
+    "invalid": f"invalid or revoked token: create a new one with {TOKEN_COMMAND}",
     "ended": (
         "your sign-in ended (signed out, 12 hours passed, its API token was revoked, or it was made "
         "before this server kept sign-ins): sign in again"

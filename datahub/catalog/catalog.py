@@ -45,6 +45,8 @@ from datahub.validation import (
     check_prefix,
     check_tag,
     check_text,
+    is_ref,
+    not_a_version,
 )
 
 Ref = str | int | None
@@ -145,6 +147,8 @@ class Catalog:
                     version=str(ref)[:40],
                 )
             return self._or_no_versions(dataset, ref, lambda: self.store.get_version(dataset, seq))
+        if not is_ref(ref):  # "@v1" of sample@@v1 was "invalid tag '@v1'" (newuser72)
+            raise not_a_version(dataset, ref)
         check_tag(ref)
         return self._or_no_versions(
             dataset, ref, lambda: self.store.get_version(dataset, self.store.tag_target(dataset, ref))

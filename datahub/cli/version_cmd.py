@@ -13,8 +13,8 @@ from itertools import islice
 
 from datahub.console.context import CliContext, as_typed, author_or_default, shown
 from datahub.console.output import output_file, written
-from datahub.errors import Conflict, InvalidInput, VersionNotFound
-from datahub.validation import check_tag, split_version
+from datahub.errors import Conflict, InvalidInput, InvalidName, VersionNotFound
+from datahub.validation import check_tag, is_ref, meant_ref, split_version
 from datahub.words import counted
 
 LOG_COLUMNS = (
@@ -44,8 +44,25 @@ def dataset_only(spec: str, command: str, instead: Callable[[str, str], str]) ->
     if "@" not in spec:
         return spec
     name, _, ref = spec.partition("@")
-    raise InvalidInput(
-        f"`datahub {command}` takes a dataset, not a version ({spec!r}): {instead(name, ref or 'latest')}"
+    # the version meant, never what names none: `log pets@@v1` said to run `ls pets@@v1` (newuser72)
+    ref = ref if is_ref(ref) else meant_ref(ref) or "latest"
+    raise InvalidInput(f"`datahub {command}` takes a dataset, not a version ({spec!r}): {instead(name, ref)}")
+
+
+def version_arguments(dataset: str, given: dict[str, str], command: Callable[..., str]) -> None:
+    """Refuse a version argument that names none (``diff pets @v1 2``, ``tag pets golden
+    pets@v1``), naming the argument as typed and the command with the versions meant
+    (``command(**fixed)``). Why: they said "invalid tag '@v1'", and in ``tag`` the tag was
+    another argument (newuser72)."""
+    bad = {what: ref for what, ref in given.items() if not is_ref(ref)}
+    if not bad:
+        return
+    fixed = {what: ref if is_ref(ref) else meant_ref(ref) for what, ref in given.items()}
+    named = ", ".join(f"{what} {ref!r}" for what, ref in bad.items())
+    hint = f"; did you mean `{command(**fixed)}`?" if all(fixed.values()) else ""
+    raise InvalidName(
+        f"{named} names no version of {dataset}: a version is a number (1 or v1), a tag or latest{hint}",
+        dataset=dataset,
     )
 
 
@@ -186,6 +203,9 @@ def diff(args: argparse.Namespace, ctx: CliContext) -> int:
         "diff",
         lambda name, ref: f"`datahub diff {name} {ref} {to}` compares two of its versions",
     )
+    version_arguments(
+        name, {"FROM": args.a, "TO": args.b}, lambda FROM, TO: f"datahub diff {name} {FROM} {TO}"
+    )
     entries = ctx.catalog.diff(name, args.a, args.b, prefix=args.prefix)
     if ctx.json_output:
         ctx.emit_lines((diff_row(e) for e in entries), columns=())
@@ -215,6 +235,9 @@ def tag(args: argparse.Namespace, ctx: CliContext) -> int:
         return 0
     catalog = ctx.catalog
     check_tag(args.tag)
+    version_arguments(
+        args.dataset, {"REF": args.ref}, lambda REF: f"datahub tag {args.dataset} {args.tag} {REF}"
+    )
     target = catalog.resolve(args.dataset, args.ref)
     try:
         before: int | None = catalog.resolve(args.dataset, args.tag).seq

@@ -70,7 +70,9 @@ async function refresh() {
       el("td.states", {}, TASK_STATES.filter(st => cc[st.key]).map(st => el("span.pill." + st.key, {}, `${cc[st.key]} ${st.label}`)))));
   }
   document.getElementById("tasks").replaceChildren(table);
-  document.getElementById("take-task").hidden = BOOT.user.role !== "annotator";
+  // a reviewer may take open tasks too (docs/labelx.md, "Users, roles, security"); an admin
+  // labels any task without taking it
+  document.getElementById("take-task").hidden = BOOT.user.role === "admin";
 }
 
 /** Where LabelX runs inside `datahub serve` (the layout has the "Datasets" link only then), a
@@ -91,7 +93,9 @@ function diffLink(dataset, seq, text) {
 }
 
 let USERS = null;
-/** Admins reassign a task in place; everyone else just sees the name. */
+/** Admins reassign a task in place; everyone else just sees the name. Every account is offered,
+ * a reviewer's or an admin's with its role: they label too, and the menu offered annotators only,
+ * so they could be given a task through the API alone (newuser72). */
 function assigneeCell(t) {
   if (BOOT.user.role !== "admin" || !USERS) return t.assignee || "unassigned";
   const sel = el("select", { "data-task": t.id, "aria-label": `Assignee of task ${t.number}`, onchange: async ev => {
@@ -101,7 +105,7 @@ function assigneeCell(t) {
     catch (e) { say(out, `Task ${t.number}: ${e.message}`); }
     refresh();
   } }, el("option", { value: "" }, "unassigned"),
-    USERS.filter(u => u.role === "annotator" || u.name === t.assignee).map(u => el("option", { value: u.name, selected: u.name === t.assignee }, u.name)));
+    USERS.map(u => el("option", { value: u.name, selected: u.name === t.assignee }, u.role === "annotator" ? u.name : `${u.name} (${u.role})`)));
   return sel;
 }
 

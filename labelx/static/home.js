@@ -2,6 +2,9 @@
 "use strict";
 const isAdmin = BOOT.user.role === "admin";
 const canReview = BOOT.user.role !== "annotator";
+// who takes open tasks from a card: annotators and reviewers (docs/labelx.md); an admin labels
+// any task without taking it
+const canTake = !isAdmin;
 
 function taskRow(t) {
   const c = t.counts, done = t.total - (c.todo || 0) - (c.rejected || 0);
@@ -37,8 +40,8 @@ async function loadProjects() {
       el("div.row", {},
         canReview ? el("a.btn.small", { href: `${BASE}/projects/${p.id}/review` }, "Review") : null,
         el("a.btn.small", { href: `${BASE}/projects/${p.id}` }, "Dashboard"),
-        !canReview ? el("button.btn.small.take-task", { type: "button", onclick: ev => takeNextTask(p.id, ev.target.closest(".project").querySelector(".take-msg")) }, "Take next task") : null),
-      !canReview ? el("p.msg.err.take-msg", { role: "status" }) : null);
+        canTake ? el("button.btn.small.take-task", { type: "button", onclick: ev => takeNextTask(p.id, ev.target.closest(".project").querySelector(".take-msg")) }, "Take next task") : null),
+      canTake ? el("p.msg.err.take-msg", { role: "status" }) : null);
     box.append(card);
   }
 }

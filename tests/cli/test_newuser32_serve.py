@@ -35,11 +35,14 @@ def _env() -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def served(exe: Path, home: Path, cwd: Path, *options: str) -> Iterator[str]:
-    """``EXE --home HOME [OPTIONS] serve --no-labelx`` run from ``cwd`` as a user types it,
-    until its first page answers: its URL, for the block; stopped after it."""
+def served(exe: Path, home: Path, cwd: Path, *options: str, serve: tuple[str, ...] = ()) -> Iterator[str]:
+    """``EXE --home HOME [OPTIONS] serve --no-labelx [SERVE]`` (``--labelx`` in ``SERVE`` in its
+    place) run from ``cwd`` as a user types it, until its first page answers: its URL, for the
+    block; stopped after it."""
     port = free_port()
-    argv = [str(exe), "--home", str(home), *options, "serve", "--no-labelx", "--port", str(port)]
+    labelx = "--labelx" if "--labelx" in serve else "--no-labelx"
+    serve = tuple(o for o in serve if o != "--labelx")
+    argv = [str(exe), "--home", str(home), *options, "serve", labelx, *serve, "--port", str(port)]
     proc = subprocess.Popen(argv, cwd=cwd, env=_env(), stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
