@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import lmdb
 
+from datahub.cache.pagefile import settled_stat
 from datahub.errors import InvalidInput, ObjectChanged, StorageError
 from datahub.lmdb_fork import close_inherited, transaction, using
 from datahub.procs import keep_inherited
@@ -301,10 +302,10 @@ class ShardReader:
         shard's bytes (hashed: a rename over it or its removal moves its ctime as a write does);
         if so it is the verified state from now on."""
         fd = _ENVIRONMENTS.descriptor(self._key)
-        before = os.fstat(fd)
-        if _fd_sha256(fd) != self.sha256 or file_identity(os.fstat(fd)) != file_identity(before):
+        before = file_identity(settled_state(fd))  # a write from now on shows, whatever the tick
+        if fd_sha256(fd) != self.sha256 or file_identity(os.fstat(fd)) != before:
             return False
-        self.identity = file_identity(before)
+        self.identity = before
         return True
 
     def _accept(self, fd: int, st: os.stat_result) -> None:
@@ -314,9 +315,12 @@ class ShardReader:
         found = file_identity(st)
         if found == self.identity:
             return
-        if found != self._refused and self.sha256 and _fd_sha256(fd) == self.sha256:
-            self.identity = found  # another copy of the same bytes (downloaded again)
-            return
+        if found != self._refused and self.sha256:
+            settled = file_identity(settled_state(fd))  # a write from now on shows, whatever the tick
+            if fd_sha256(fd) == self.sha256 and file_identity(os.fstat(fd)) == settled:
+                self.identity = settled  # another copy of the same bytes (downloaded again)
+                return
+            found = file_identity(os.fstat(fd))
         self._refused = found  # not hashed again at the next read while it stays so
         raise self._changed(
             "is no longer the file PackedDataset.open verified (it was replaced or changed since) "
@@ -392,7 +396,22 @@ def file_identity(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _fd_sha256(fd: int) -> str:
+def settled_state(fd: int) -> os.stat_result:
+    """``fstat`` of an open shard copy, its mtime first set a second in the past when it is
+    recent (``datahub.cache.pagefile.settled_stat``), so that any later write shows in the state.
+
+    Why: a write stamps the kernel's current time, one clock tick coarse before kernel 6.13
+    (Debian 12 runs 6.1) and on file systems without multigrain timestamps; a same-size write in
+    the tick a copy's state was taken in left that state as it was, and the changed copy was
+    served as verified (review72). A copy of another user, whose times this process may not
+    set, is taken as it is."""
+    try:
+        return settled_stat(fd)
+    except PermissionError:
+        return os.fstat(fd)
+
+
+def fd_sha256(fd: int) -> str:
     """The sha256 of an open file, read in bounded chunks from its start."""
     digest = hashlib.sha256()
     offset = 0
