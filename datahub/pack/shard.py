@@ -10,16 +10,18 @@ is either complete or absent (the copy is renamed into place).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lmdb
 
+from datahub.cache.pagefile import settled_stat
 from datahub.errors import InvalidInput, ObjectChanged, StorageError
 from datahub.lmdb_fork import close_inherited, transaction, using
 from datahub.procs import keep_inherited
@@ -28,6 +30,8 @@ INDEX_KEY = b"\x00datahub-shard-index"
 SHARD_FORMAT = "datahub.pack.shard/1"
 _MAP_SIZE = 1 << 40  # address space only: LMDB files grow as written on Linux
 _TXN_BYTES = 32 * 1024**2  # commit the scratch environment every 32 MiB
+READ_TRIES = 3  # reads of a copy that changed while read before ObjectChanged (ShardReader._read)
+_T = TypeVar("_T")
 
 
 class ShardWriter:
@@ -242,16 +246,19 @@ class ShardReader:
         self._refused: tuple[int, ...] | None = None  # a file _accept hashed and refused
         self._lock, self._lock_pid = threading.Lock(), os.getpid()
 
-    def _open(self) -> Any:
+    def _open(self) -> tuple[Any, Any, tuple[int, ...] | None]:
+        """(handle key, environment, the state its file was verified in) of the copy to read;
+        the state is None for a reader bound to no digest (``_as_verified``: not checked)."""
         key, env = self._key, self._env  # the key first: it is replaced before the handle
-        if env is not None and self._pid == os.getpid() and self._as_verified(key):
-            return env
+        verified = self._checked_state()
+        if env is not None and self._pid == os.getpid() and self._as_verified(key, verified):
+            return key, env, verified
         if self._lock_pid != os.getpid():  # a forked child: a parent thread may have held it
             self._lock, self._lock_pid = threading.Lock(), os.getpid()
         with self._lock:
             if self._env is not None and self._pid == os.getpid():
-                if self._as_verified(self._key) or self._verified_again():
-                    return self._env
+                if self._as_verified(self._key, self._checked_state()) or self._verified_again():
+                    return self._key, self._env, self._checked_state()
                 self._retired.append(self._key)  # the mapped copy no longer holds the shard
                 self._env = None
             try:
@@ -261,26 +268,44 @@ class ShardReader:
                     raise
                 raise self._changed("was removed after PackedDataset.open verified it") from exc
             self._pid = os.getpid()
-            return self._env
+            return self._key, self._env, self._checked_state()
 
-    def _as_verified(self, key: tuple[int, int, int]) -> bool:
-        """Whether the file this process maps (handle ``key``) is still in the state it was
-        verified in. A reader bound to no digest is not checked: it could not tell a changed
-        file from one merely renamed over or removed (which moves its ctime too), and keeps
-        what it opened."""
-        if self.identity is None or not self.sha256:
-            return True
-        return file_identity(os.fstat(_ENVIRONMENTS.descriptor(key))) == self.identity
+    def _checked_state(self) -> tuple[int, ...] | None:
+        """The state the copy's file must be in to be read, or None: a reader bound to no
+        digest is not checked (it could not tell a changed file from one merely renamed over or
+        removed, which moves its ctime too) and keeps what it opened."""
+        return self.identity if self.identity is not None and self.sha256 else None
+
+    def _as_verified(self, key: tuple[int, int, int], state: tuple[int, ...] | None) -> bool:
+        """Whether the file this process maps (handle ``key``) is in ``state``, the state it
+        was verified in (None: not checked)."""
+        return state is None or file_identity(os.fstat(_ENVIRONMENTS.descriptor(key))) == state
+
+    def _read(self, read: Callable[[Any], _T]) -> _T:
+        """``read(env)`` of the verified copy, the file's state checked again once it is read.
+
+        Why after, too: a write landing between ``_open``'s check and the end of the read
+        (another tool rewriting the copy in place) was returned as the sample (review72). A
+        write moves the file's ctime before it copies a byte, so a state unchanged after the
+        read means no byte read had changed (pyfuse3's READs in C check after their pread for
+        the same reason, fastread.h). A copy that changed meanwhile is read again under
+        ``_open``'s rule: the copy downloaded again, or ObjectChanged."""
+        for _ in range(READ_TRIES):
+            key, env, state = self._open()
+            value = read(env)
+            if self._as_verified(key, state):
+                return value
+        raise self._changed(f"changed while it was read, {READ_TRIES} times in a row")
 
     def _verified_again(self) -> bool:
         """Whether the mapped file, changed in state since it was verified, still holds the
         shard's bytes (hashed: a rename over it or its removal moves its ctime as a write does);
         if so it is the verified state from now on."""
         fd = _ENVIRONMENTS.descriptor(self._key)
-        before = os.fstat(fd)
-        if _fd_sha256(fd) != self.sha256 or file_identity(os.fstat(fd)) != file_identity(before):
+        before = file_identity(settled_state(fd))  # a write from now on shows, whatever the tick
+        if fd_sha256(fd) != self.sha256 or file_identity(os.fstat(fd)) != before:
             return False
-        self.identity = file_identity(before)
+        self.identity = before
         return True
 
     def _accept(self, fd: int, st: os.stat_result) -> None:
@@ -290,9 +315,12 @@ class ShardReader:
         found = file_identity(st)
         if found == self.identity:
             return
-        if found != self._refused and self.sha256 and _fd_sha256(fd) == self.sha256:
-            self.identity = found  # another copy of the same bytes (downloaded again)
-            return
+        if found != self._refused and self.sha256:
+            settled = file_identity(settled_state(fd))  # a write from now on shows, whatever the tick
+            if fd_sha256(fd) == self.sha256 and file_identity(os.fstat(fd)) == settled:
+                self.identity = settled  # another copy of the same bytes (downloaded again)
+                return
+            found = file_identity(os.fstat(fd))
         self._refused = found  # not hashed again at the next read while it stays so
         raise self._changed(
             "is no longer the file PackedDataset.open verified (it was replaced or changed since) "
@@ -310,15 +338,13 @@ class ShardReader:
         )
 
     def get(self, key: str) -> bytes:
-        with transaction(self._open(), buffers=False) as txn:
-            value = txn.get(key.encode())
+        value = self._read(functools.partial(_get, raw=key.encode()))
         if value is None:
             raise InvalidInput(f"shard {self.path.name} has no sample {key!r}", key=key)
         return value
 
     def index(self) -> dict[str, Any]:
-        with transaction(self._open()) as txn:
-            raw = txn.get(INDEX_KEY)
+        raw = self._read(functools.partial(_get, raw=INDEX_KEY))
         if raw is None:
             raise InvalidInput(f"{self.path} is not a datahub shard (no index)")
         return json.loads(raw)
@@ -327,9 +353,7 @@ class ShardReader:
         """The shard's keys in order, read in one transaction before the first is yielded: a
         transaction left open across yields would hold back every fork of this process until
         the caller finished the shard (``datahub.lmdb_fork``)."""
-        with transaction(self._open()) as txn:
-            keys = [raw for raw in txn.cursor().iternext(keys=True, values=False) if raw != INDEX_KEY]
-        for raw in keys:
+        for raw in self._read(_keys):
             yield raw.decode()
 
     def close(self) -> None:
@@ -354,13 +378,40 @@ class ShardReader:
         )
 
 
+def _get(env: Any, raw: bytes) -> bytes | None:
+    """The value of key ``raw`` (copied out of the mapping), or None."""
+    with transaction(env, buffers=False) as txn:
+        return txn.get(raw)
+
+
+def _keys(env: Any) -> list[bytes]:
+    """Every sample key, in order (copied out of the mapping, in one transaction)."""
+    with transaction(env) as txn:
+        return [raw for raw in txn.cursor().iternext(keys=True, values=False) if raw != INDEX_KEY]
+
+
 def file_identity(st: os.stat_result) -> tuple[int, ...]:
     """What tells one file from another and a changed file from itself: device, inode, size,
     mtime and ctime (any write, rename over or restore changes the inode or the ctime)."""
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def _fd_sha256(fd: int) -> str:
+def settled_state(fd: int) -> os.stat_result:
+    """``fstat`` of an open shard copy, its mtime first set a second in the past when it is
+    recent (``datahub.cache.pagefile.settled_stat``), so that any later write shows in the state.
+
+    Why: a write stamps the kernel's current time, one clock tick coarse before kernel 6.13
+    (Debian 12 runs 6.1) and on file systems without multigrain timestamps; a same-size write in
+    the tick a copy's state was taken in left that state as it was, and the changed copy was
+    served as verified (review72). A copy of another user, whose times this process may not
+    set, is taken as it is."""
+    try:
+        return settled_stat(fd)
+    except PermissionError:
+        return os.fstat(fd)
+
+
+def fd_sha256(fd: int) -> str:
     """The sha256 of an open file, read in bounded chunks from its start."""
     digest = hashlib.sha256()
     offset = 0

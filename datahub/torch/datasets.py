@@ -19,7 +19,7 @@ from datahub.catalog import Catalog, Record, RecordFilter
 from datahub.errors import BadImage, Conflict, InvalidInput, ObjectChanged, RecordNotFound
 from datahub.pack.job import INDEX_FORMAT, INDEX_KEY
 from datahub.pack.layout import KIND_IMAGE, decode_sample
-from datahub.pack.shard import ShardReader, file_identity
+from datahub.pack.shard import ShardReader, fd_sha256, file_identity, settled_state
 from datahub.torch._torch import Dataset, Sampler, image_tensor
 from datahub.torch.files import OPEN_BUFFER
 
@@ -374,11 +374,10 @@ def _verified_copy(
     if before is not None:
         if _read_stamp(stamp_path) == _stamp(before, record):
             return path, before
-        if want and before.st_size == record.size and _file_sha256(path) == want:
-            after = path.stat()
-            if _stamp(after, record) == _stamp(before, record):  # not changed while hashed
-                _write_stamp(stamp_path, _stamp(after, record))
-                return path, after
+        after = _rehashed(path, want) if want and before.st_size == record.size else None
+        if after is not None:
+            _write_stamp(stamp_path, _stamp(after, record))
+            return path, after
         log.warning(
             "shard %s of %s: the local copy %s does not match %s; downloading it again",
             record.key,
@@ -407,6 +406,8 @@ def _verified_copy(
         # durable before it is named and stamped: after a power loss a stamp that outlived
         # unwritten data would match a file of the right size and inode holding zeros, and the
         # copy would be served unhashed (promise 2)
+        # its mtime in the past: a write after the stamp moves it, whatever the clock's tick (review72)
+        settled_state(fd)
         os.fsync(fd)
         os.replace(tmp, path)
         made = os.fstat(fd)  # after the rename: it may set ctime
@@ -415,6 +416,23 @@ def _verified_copy(
         os.close(fd)
         tmp.unlink(missing_ok=True)
     return path, made
+
+
+def _rehashed(path: Path, want: str) -> os.stat_result | None:
+    """The state of the copy at ``path`` if it holds the bytes of sha256 ``want`` and did not
+    change while hashed, else None. Taken with its mtime set in the past first when recent
+    (``settled_state``), so that the stamp shows any later write whatever the clock's tick: a
+    copy stamped in the tick of its last write was reused unhashed after a same-size write in
+    that tick (review72)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        settled = settled_state(fd)
+        if fd_sha256(fd) != want:
+            return None
+        after = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return after if file_identity(after) == file_identity(settled) else None
 
 
 def _stamp(st: os.stat_result, record: Record) -> dict[str, Any]:
@@ -459,12 +477,3 @@ def _private_tmp(path: Path) -> tuple[int, Path]:
     had renamed a file the second was still rewriting into place (packed43)."""
     fd, name = tempfile.mkstemp(prefix=f"{path.name}.", suffix=".tmp", dir=path.parent)
     return fd, Path(name)
-
-
-def _file_sha256(path: Path) -> str:
-    """The sha256 of a local file, read in bounded chunks."""
-    digest = hashlib.sha256()
-    with open(path, "rb", buffering=OPEN_BUFFER) as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
