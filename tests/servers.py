@@ -24,6 +24,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import boto3
+import httpx
 from botocore.config import Config as BotoConfig
 
 from tests.moto_launch import MOTO_SERVER
@@ -46,6 +47,21 @@ def wait_for_port(port: int, timeout: float = 30.0) -> None:
                 return
         time.sleep(0.05)
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+
+
+def wait_for_http(proc: subprocess.Popen, url: str, what: str = "datahub serve") -> None:
+    """Until ``url`` answers any HTTP status: a server started as a user types it is ready when
+    its first page answers, not when its port is bound (uvicorn binds before its app is up).
+    A process that exits meanwhile fails the test with its stderr."""
+    deadline = time.monotonic() + 120  # a hang guard, never a timing goal
+    while True:
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, f"{what} did not answer"
+        try:
+            httpx.get(url, timeout=30)
+            return
+        except httpx.TransportError:
+            time.sleep(0.2)
 
 
 @dataclass

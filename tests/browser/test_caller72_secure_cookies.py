@@ -16,7 +16,6 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ import pytest
 from datahub.api.tokens import issue_token
 from datahub.cli.serve_cmd import build_app
 from tests.browser.conftest import make_env
-from tests.servers import free_port
+from tests.servers import free_port, wait_for_http
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # starlette prefers httpx2 for its TestClient
@@ -52,15 +51,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120  # a hang guard, never a timing goal
-        while True:
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "datahub serve did not answer"
-            try:
-                httpx.get(f"{url}/healthz", timeout=30)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_for_http(proc, f"{url}/healthz")
         yield url
     finally:
         proc.terminate()

@@ -15,7 +15,6 @@ import os
 import re
 import shlex
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import httpx
 
 from datahub.cli.serve_cmd import build_app
 from tests.browser.conftest import pets_env
-from tests.servers import free_port
+from tests.servers import free_port, wait_for_http
 
 REPO = Path(__file__).resolve().parents[2]
 SHELL_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # no datahub on it
@@ -46,15 +45,7 @@ def served(exe: Path, home: Path, cwd: Path, *options: str, serve: tuple[str, ..
     proc = subprocess.Popen(argv, cwd=cwd, env=_env(), stderr=subprocess.PIPE, text=True)
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120  # a hang guard, never a timing goal
-        while True:
-            assert proc.poll() is None, proc.communicate()[1]
-            assert time.monotonic() < deadline, "datahub serve did not answer"
-            try:
-                httpx.get(url + "/", timeout=30)
-                break
-            except httpx.TransportError:
-                time.sleep(0.2)
+        wait_for_http(proc, url + "/")
         yield url
     finally:
         proc.terminate()
