@@ -16,15 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from datahub.catalog import Catalog
 from datahub.config import Config
 from datahub.errors import ObjectChanged
-from datahub.torch import CacheSource, PackedDataset
+from datahub.torch import CacheSource
 from tests.cache.test_backing_files import _coarse_ticks, coarse_fs  # noqa: F401 - coarse_fs: a fixture
 from tests.pack.conftest import packed_photos
+
+if TYPE_CHECKING:  # torch is imported by the test that runs, not at collection (test_collect21)
+    from datahub.torch import PackedDataset
 
 N = 6
 ROUNDS = 15  # a tick is milliseconds: most writes below land in the tick of the state before them
@@ -70,6 +74,8 @@ def test_a_copy_written_in_the_tick_of_its_state_is_never_served(
 ) -> None:
     if not _coarse_ticks(coarse_fs):
         pytest.skip("this ext2 stamps fine-grained times: nothing to show")
+    from datahub.torch import PackedDataset
+
     source = CacheSource(config)
     served: list[tuple[str, int]] = []
 
