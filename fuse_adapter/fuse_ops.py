@@ -190,9 +190,11 @@ def _statvfs(bsize: int, blocks: int, free: int, files: int, ffree: int) -> pyfu
 
 def _file_info(fh: int, backing_id: int, direct: bool) -> pyfuse3.FileInfo:
     """A workspace handle: served by the kernel from its staged file (``backing_id``), or
-    through the daemon (``direct``: next to passthrough handles of the same inode)."""
+    through the daemon (no backing id), with direct I/O if ``direct``. Both: a handle that
+    names the staged file, as the kernel demands beside its passthrough handles, whose
+    reads and writes still come to the daemon (an ``O_SYNC`` one: ``WorkspaceView._backing_of``)."""
     if backing_id:
-        return pyfuse3.FileInfo(fh=fh, backing_id=backing_id)
+        return pyfuse3.FileInfo(fh=fh, backing_id=backing_id, direct_io=direct)
     return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=direct)
 
 

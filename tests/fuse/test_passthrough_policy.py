@@ -21,6 +21,7 @@ FULL = Build(
     uring=True,
     lookup_in_c=True,
     fastread=True,
+    backing_direct_io=True,
 )
 
 
@@ -203,6 +204,9 @@ def test_workspace_write_passthrough() -> None:
     assert write_passthrough_off(False, FULL).startswith("the default")
     assert "libfuse >= 3.16" in write_passthrough_off(True, Build())
     assert write_passthrough_off(True, FULL) == ""
+    # an O_SYNC handle beside staged ones needs direct I/O with a backing id (wbreview72)
+    old = Build(**{**FULL.__dict__, "backing_direct_io": False})
+    assert "rebuild it with `make install`" in write_passthrough_off(True, old)
 
 
 def test_the_mount_log_says_what_is_in_effect() -> None:

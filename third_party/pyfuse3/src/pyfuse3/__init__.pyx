@@ -271,6 +271,8 @@ FASTWRITE = bool(PYFUSE3_FASTPATH)
 FASTREAD_MAX = 4096
 #: datahub: write() gets a fourth argument, ``cached`` (the WRITE's FUSE_WRITE_CACHE flag)
 WRITE_CACHED = True
+#: datahub: a FileInfo with a backing id keeps ``direct_io`` (FOPEN_PASSTHROUGH|FOPEN_DIRECT_IO)
+BACKING_DIRECT_IO = True
 cdef bint fl_running = False  # the reader thread serves this session's loop
 cdef bint fl_allowed = True   # False with allow_root (libfuse checks the caller's uid)
 cdef bint passthrough_on = False
@@ -558,9 +560,13 @@ cdef class FileInfo:
         pyfuse3_fi_set_backing_id(out, self.backing_id if self.backing_id > 0 else 0)
         if self.backing_id > 0 and PYFUSE3_FASTPATH:
             # the kernel refuses (EIO to the caller) a passthrough open with any flag
-            # outside FOPEN_PASSTHROUGH_MASK, and FOPEN_KEEP_CACHE is one of them
+            # outside FOPEN_PASSTHROUGH_MASK, and FOPEN_KEEP_CACHE is one of them.
+            # FOPEN_DIRECT_IO is in the mask and overrides passthrough for reads and writes
+            # (fs/fuse/file.c): they come to the daemon, while the handle still names the
+            # inode's backing file, as the kernel demands of every open beside passthrough
+            # ones (datahub: an O_SYNC handle of a workspace's staged file)
             out.keep_cache = 0
-            out.direct_io = 0
+            out.direct_io = 1 if self.direct_io else 0
             out.nonseekable = 0
             return
 
