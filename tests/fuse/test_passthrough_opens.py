@@ -1,7 +1,7 @@
 """The policy of passthrough opens (fuse_adapter.passthrough), without a mount, over a fake
 of pyfuse3's C table (fastopen.h) that also checks the kernel's rules: an inode never
-has passthrough and cached handles at once, every passthrough handle of an inode names the
-same backing id, ids are bounded and all released, and a mount-wide refusal turns
+has passthrough handles beside cached or direct-I/O-only ones (fs/fuse/iomode.c), every
+passthrough handle of an inode names the same backing id, ids are bounded and all released, and a mount-wide refusal turns
 passthrough off once."""
 
 from __future__ import annotations
@@ -315,8 +315,8 @@ def test_published_files_are_bounded_least_recently_published_first() -> None:
 )
 def test_kernel_rules_hold_whatever_the_order(ops: list[tuple[str, int, bool]]) -> None:
     """Any interleaving of opens (with or without a backing file), releases, files changed
-    on disk and retractions: an inode never has passthrough and cached handles at once,
-    nor two backing ids; ids are bounded; all are released at the end."""
+    on disk and retractions: an inode never has passthrough handles beside cached or
+    direct-I/O-only ones, nor two backing ids; ids are bounded; all are released at the end."""
     t = FakeTable(capacity=3)
     pt = PassthroughOpens(t, wanted=True, max_ids=2)
     m = Mount(pt, t)
