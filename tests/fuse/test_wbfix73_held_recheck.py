@@ -41,15 +41,20 @@ def test_a_new_open_beside_a_held_passthrough_handle_of_a_changed_file_reads_the
         key, other = list(FILES)[0], list(FILES)[-1]
         data = FILES[key]
         held = os.open(root / key, os.O_RDONLY)  # verified and handed to the kernel
+        fd = -1
         try:
             wait_until(lambda: polled_mount(env).get("passthrough_handles_open", 0) >= 1, GUARD)
             DAMAGE[damage](page_file_of(env, data), page_file_of(env, FILES[other]))
             fd = os.open(root / key, os.O_RDONLY)  # the held file fails its re-check
-            try:
-                assert os.pread(fd, len(data) + 100, 0) == data
-            finally:
-                os.close(fd)
+            assert os.pread(fd, len(data) + 100, 0) == data
             # it was the held file's check that failed (not a fresh file published)
             wait_until(lambda: sum(b["rejected"] for b in polled_stats(env)["backing_files"]) >= 1, GUARD)
+            os.close(held)  # the new handle keeps the backing id the kernel holds for the inode
+            held = -1
+            assert os.pread(fd, len(data), 0) == data
         finally:
-            os.close(held)
+            for f in (held, fd):
+                if f >= 0:
+                    os.close(f)
+        # every handle gone: a new open starts afresh, and still reads the version
+        assert (root / key).read_bytes() == data
