@@ -61,6 +61,8 @@ class Build:
     sample_cached: bool = False
     #: write() is told whether the WRITE comes from the kernel's write-back cache (workspaces)
     write_cached: bool = False
+    #: write() gets a fifth argument, ``sync``: the WRITE's flags hold O_DSYNC (RWF_DSYNC too)
+    write_sync: bool = False
     #: the write table: WRITEs of a workspace's staged handles answered in C (fastwrite.h)
     fastwrite: bool = False
     #: a handle answered with a backing id may keep direct I/O (a workspace's O_SYNC handle
@@ -81,6 +83,7 @@ class Build:
             fastread=fastloop and bool(getattr(pyfuse3, "FASTREAD", False)),
             sample_cached=hasattr(pyfuse3, "passthrough_sample_cached"),
             write_cached=bool(getattr(pyfuse3, "WRITE_CACHED", False)),
+            write_sync=bool(getattr(pyfuse3, "WRITE_SYNC", False)),
             fastwrite=fastloop and bool(getattr(pyfuse3, "FASTWRITE", False)),
             backing_direct_io=bool(getattr(pyfuse3, "BACKING_DIRECT_IO", False)),
         )

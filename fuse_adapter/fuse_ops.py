@@ -515,6 +515,11 @@ class WorkspaceOps(Ops):
                 "the installed pyfuse3 predates third_party/pyfuse3's write flags (WRITE_CACHED): "
                 "rebuild it with `make install` (scripts/build_pyfuse3.sh)"
             )
+        if not BUILD.write_sync:  # an RWF_DSYNC write through a direct-I/O handle would be lost
+            raise DatahubError(
+                "the installed pyfuse3 predates third_party/pyfuse3's write flags (WRITE_SYNC): "
+                "rebuild it with `make install` (scripts/build_pyfuse3.sh)"
+            )
         super().__init__(threads, abandon=False)
         # blocking requests (every small file's FLUSH) hop to threads of their own: half the
         # CPU of trio.to_thread's hop (fuse_adapter/hop.py); never abandoned, as before
@@ -685,11 +690,12 @@ class WorkspaceOps(Ops):
         return await self._thread(self.view.read, fh, off, size)
 
     @_fuse_errors
-    async def write(self, fh, off, buf, cached):
-        # cached: from the kernel's write-back cache (FUSE_WRITE_CACHE), not inside a write(2)
-        if self.view.writes_in_memory(fh, off, len(buf)):  # a copy into a buffer: no hop
+    async def write(self, fh, off, buf, cached, sync=False):
+        # cached: from the kernel's write-back cache (FUSE_WRITE_CACHE), not inside a write(2);
+        # sync: the WRITE's flags hold O_DSYNC (pyfuse3's WRITE_SYNC; WorkspaceView.write)
+        if not sync and self.view.writes_in_memory(fh, off, len(buf)):  # a copy into a buffer: no hop
             return self.view.write(fh, off, buf, cached=cached)
-        return await self._thread(self.view.write, fh, off, buf, cached=cached)
+        return await self._thread(self.view.write, fh, off, buf, cached=cached, sync=sync)
 
     @_fuse_errors
     async def flush(self, fh):

@@ -111,6 +111,9 @@ class WorkspaceView:
         # handles opened with O_SYNC/O_DSYNC and served with direct I/O (``_backing_of``): the
         # kernel sends no FSYNC after their writes, so each WRITE commits before it is answered
         self._syncs: set[int] = set()
+        # handles served with direct I/O (``_backing_of``): the kernel follows none of their
+        # WRITEs with an FSYNC, not even one made with RWF_DSYNC/RWF_SYNC (``write``'s ``sync``)
+        self._direct: set[int] = set()
         # inodes whose name an unlink or a replacing rename took while they were open, with the
         # bytes the quota counts for them (a staged one's are its ``_Staged.charged`` while it is
         # staged): as on ext4, a file open with no name keeps its space, charged as any file's
@@ -609,13 +612,18 @@ class WorkspaceView:
         self._moved(old, new, replaced)
 
     # --- files -----------------------------------------------------------------------------------
-    def _register(self, ino: int, handle: object, st: Stat, *, sync: bool = False) -> int:
-        """``sync``: each WRITE of the handle commits before it is answered (``_syncs``)."""
+    def _register(
+        self, ino: int, handle: object, st: Stat, *, sync: bool = False, direct: bool = False
+    ) -> int:
+        """``sync``: each WRITE of the handle commits before it is answered (``_syncs``);
+        ``direct``: served with direct I/O (``_direct``)."""
         fh = next(self._next_fh)
         with self._lock:
             self._handles[fh] = (ino, handle)
             if sync:
                 self._syncs.add(fh)
+            if direct:
+                self._direct.add(fh)
             self._inodes[ino].opened += 1
             self._last[ino] = st
         return fh
@@ -640,7 +648,7 @@ class WorkspaceView:
         ino = self._remember(path)
         st = self._stat(ino, handle.attr())  # what ``ws.stat(path)`` reads, without the read
         backing_id, direct = self._backing_of(ino, handle, sync=sync)
-        fh = self._register(ino, handle, st, sync=sync and direct)
+        fh = self._register(ino, handle, st, sync=sync and direct, direct=direct)
         self._publish(fh, handle)
         return fh, st, backing_id, direct
 
@@ -670,7 +678,7 @@ class WorkspaceView:
         self._noatime(handle, noatime)
         sync = sync and writable  # a reader writes nothing to sync
         backing_id, direct = self._backing_of(ino, handle, sync=sync)
-        fh = self._register(ino, handle, self._stat(ino, handle.attr()), sync=sync and direct)
+        fh = self._register(ino, handle, self._stat(ino, handle.attr()), sync=sync and direct, direct=direct)
         if not writable:
             with self._lock:
                 self._readers.add(fh)
@@ -754,7 +762,7 @@ class WorkspaceView:
         entry = self._handles.get(fh)
         return entry is not None and fh not in self._syncs and entry[1].writes_in_memory(offset, length)
 
-    def write(self, fh: int, offset: int, data: bytes, *, cached: bool = False) -> int:
+    def write(self, fh: int, offset: int, data: bytes, *, cached: bool = False, sync: bool = False) -> int:
         """``cached``: the WRITE carries pages the kernel writes back (its ``FUSE_WRITE_CACHE``
         flag: the write-back cache's, or a shared mapping's on any mount): the store or
         ``write(2)`` that dirtied them returned long ago, so a failure is answered as
@@ -769,7 +777,11 @@ class WorkspaceView:
         A handle opened with ``O_SYNC``/``O_DSYNC`` and served with direct I/O (``_syncs``)
         commits its file before the WRITE is answered, as ``fsync`` does: the kernel follows
         such a write with an FSYNC only on the page-cache path (``generic_write_sync``), never
-        after a direct-I/O one (wbreview72)."""
+        after a direct-I/O one (wbreview72). So does any handle served with direct I/O
+        (``_direct``) for a WRITE whose flags hold ``O_DSYNC`` (``sync``: a
+        ``pwritev2(RWF_DSYNC/RWF_SYNC)``, pyfuse3's ``WRITE_SYNC``). Before (wbfix73), such a
+        write to a staged file the kernel would not take as a backing file (served through the
+        daemon with direct I/O) returned uncommitted, and was gone after a kill -9."""
         try:
             n = self._write(fh, offset, data, short=not cached)
         except NoSpace:
@@ -785,7 +797,7 @@ class WorkspaceView:
                 # handle of the file is short (its staged file has no reservation to tell)
                 self._short_file(fh, failed=exc.errno not in (errno.ENOSPC, errno.EDQUOT))
             raise
-        if fh in self._syncs:
+        if fh in self._syncs or (sync and fh in self._direct):
             self.fsync(fh)
         return n
 
@@ -1071,6 +1083,7 @@ class WorkspaceView:
             self._dirty.discard(fh)
             self._readers.discard(fh)
             self._syncs.discard(fh)
+            self._direct.discard(fh)
         commit = not reader and changed  # a close committed it: the file's later changes are others'
         try:
             if short:  # a RELEASE after a refused FLUSH commits nothing new (``_again``)

@@ -272,6 +272,9 @@ FASTWRITE = bool(PYFUSE3_FASTPATH)
 FASTREAD_MAX = 4096
 #: datahub: write() gets a fourth argument, ``cached`` (the WRITE's FUSE_WRITE_CACHE flag)
 WRITE_CACHED = True
+#: datahub: write() gets a fifth argument, ``sync`` (the WRITE's flags hold O_DSYNC)
+WRITE_SYNC = True
+cdef int _O_DSYNC = os.O_DSYNC
 #: datahub: a FileInfo with a backing id keeps ``direct_io`` (FOPEN_PASSTHROUGH|FOPEN_DIRECT_IO)
 BACKING_DIRECT_IO = True
 cdef bint fl_running = False  # the reader thread serves this session's loop
