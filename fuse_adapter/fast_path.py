@@ -61,8 +61,13 @@ class Build:
     sample_cached: bool = False
     #: write() is told whether the WRITE comes from the kernel's write-back cache (workspaces)
     write_cached: bool = False
+    #: write() gets a fifth argument, ``sync``: the WRITE's flags hold O_DSYNC (RWF_DSYNC too)
+    write_sync: bool = False
     #: the write table: WRITEs of a workspace's staged handles answered in C (fastwrite.h)
     fastwrite: bool = False
+    #: a handle answered with a backing id may keep direct I/O (a workspace's O_SYNC handle
+    #: of a staged file: its WRITEs reach the daemon, docs/writeback.md "O_SYNC and O_DSYNC")
+    backing_direct_io: bool = False
 
     @classmethod
     def probe(cls, pyfuse3: object) -> Build:
@@ -78,7 +83,9 @@ class Build:
             fastread=fastloop and bool(getattr(pyfuse3, "FASTREAD", False)),
             sample_cached=hasattr(pyfuse3, "passthrough_sample_cached"),
             write_cached=bool(getattr(pyfuse3, "WRITE_CACHED", False)),
+            write_sync=bool(getattr(pyfuse3, "WRITE_SYNC", False)),
             fastwrite=fastloop and bool(getattr(pyfuse3, "FASTWRITE", False)),
+            backing_direct_io=bool(getattr(pyfuse3, "BACKING_DIRECT_IO", False)),
         )
 
 
@@ -267,4 +274,8 @@ def write_passthrough_off(asked: bool, build: Build) -> str:
         return "the default; --passthrough stages written files"
     if not build.passthrough:
         return "pyfuse3 built without libfuse >= 3.16 (scripts/build_libfuse.sh did not run)"
+    if not build.backing_direct_io:  # an O_SYNC write beside a staged file would not be durable
+        return (
+            "the installed pyfuse3 predates direct I/O beside a backing file: rebuild it with `make install`"
+        )
     return ""

@@ -190,9 +190,11 @@ def _statvfs(bsize: int, blocks: int, free: int, files: int, ffree: int) -> pyfu
 
 def _file_info(fh: int, backing_id: int, direct: bool) -> pyfuse3.FileInfo:
     """A workspace handle: served by the kernel from its staged file (``backing_id``), or
-    through the daemon (``direct``: next to passthrough handles of the same inode)."""
+    through the daemon (no backing id), with direct I/O if ``direct``. Both: a handle that
+    names the staged file, as the kernel demands beside its passthrough handles, whose
+    reads and writes still come to the daemon (an ``O_SYNC`` one: ``WorkspaceView._backing_of``)."""
     if backing_id:
-        return pyfuse3.FileInfo(fh=fh, backing_id=backing_id)
+        return pyfuse3.FileInfo(fh=fh, backing_id=backing_id, direct_io=direct)
     return pyfuse3.FileInfo(fh=fh, keep_cache=False, direct_io=direct)
 
 
@@ -411,8 +413,9 @@ class ReadOnlyOps(Ops):
             if got is not None:
                 return pyfuse3.FileInfo(fh=got[0], backing_id=got[1])
         fh = self.view.open(inode, write=write)
-        if pt.wanted:
-            pt.opened(fh, inode, direct=direct)
+        backing_id = pt.opened(fh, inode, direct=direct) if pt.wanted else 0
+        if backing_id:  # beside passthrough handles: their file, its reads through the daemon
+            return pyfuse3.FileInfo(fh=fh, backing_id=backing_id, direct_io=True)
         return pyfuse3.FileInfo(fh=fh, keep_cache=not direct, direct_io=direct)
 
     @_fuse_errors
@@ -510,6 +513,11 @@ class WorkspaceOps(Ops):
         if not BUILD.write_cached:  # write() would fail every WRITE (it takes ``cached``)
             raise DatahubError(
                 "the installed pyfuse3 predates third_party/pyfuse3's write flags (WRITE_CACHED): "
+                "rebuild it with `make install` (scripts/build_pyfuse3.sh)"
+            )
+        if not BUILD.write_sync:  # an RWF_DSYNC write through a direct-I/O handle would be lost
+            raise DatahubError(
+                "the installed pyfuse3 predates third_party/pyfuse3's write flags (WRITE_SYNC): "
                 "rebuild it with `make install` (scripts/build_pyfuse3.sh)"
             )
         super().__init__(threads, abandon=False)
@@ -682,11 +690,12 @@ class WorkspaceOps(Ops):
         return await self._thread(self.view.read, fh, off, size)
 
     @_fuse_errors
-    async def write(self, fh, off, buf, cached):
-        # cached: from the kernel's write-back cache (FUSE_WRITE_CACHE), not inside a write(2)
-        if self.view.writes_in_memory(fh, off, len(buf)):  # a copy into a buffer: no hop
+    async def write(self, fh, off, buf, cached, sync=False):
+        # cached: from the kernel's write-back cache (FUSE_WRITE_CACHE), not inside a write(2);
+        # sync: the WRITE's flags hold O_DSYNC (pyfuse3's WRITE_SYNC; WorkspaceView.write)
+        if not sync and self.view.writes_in_memory(fh, off, len(buf)):  # a copy into a buffer: no hop
             return self.view.write(fh, off, buf, cached=cached)
-        return await self._thread(self.view.write, fh, off, buf, cached=cached)
+        return await self._thread(self.view.write, fh, off, buf, cached=cached, sync=sync)
 
     @_fuse_errors
     async def flush(self, fh):

@@ -16,12 +16,14 @@ handles, every open of it must name the same backing file, and a cached (ordinar
 fails. So this module keeps only the policy: which inodes may be published (none with
 ordinary handles open), the bound (``max_ids``: the least recently published is retracted
 first), retraction on eviction, the fallback when the mount cannot do passthrough, and
-the counters. An ordinary open of an inode whose passthrough handles are still open is
-answered with direct I/O, which the kernel allows next to them.
+the counters. An open of an inode whose passthrough handles are still open, and whose held
+file failed its check again, is answered with that file's backing id *and* direct I/O: the
+kernel takes no open of the inode without that backing id (EIO), and direct I/O sends its
+reads to the daemon.
 
 The open policy is here too (:func:`open_route`, :meth:`PassthroughOpens.open`): which
 opens take the passthrough path, and what an open gets (a passthrough handle, a cached
-ordinary handle, or a direct-I/O one next to passthrough handles).
+ordinary handle, or a direct-I/O one next to passthrough handles, which names their file).
 
 No pyfuse3 here: the shim passes in the table (:class:`Table`), the view's page files and
 its worker-thread runner, so this runs in plain unit tests. All methods run on the FUSE loop's thread (no lock needed), except
@@ -64,6 +66,7 @@ class Table(Protocol):
     def revalidate(
         self, ino: int, size: int, nlink: int, ctime_ns: int, mtime_ns: int
     ) -> tuple[int, int] | None: ...
+    def pin(self, ino: int) -> tuple[int, int] | None: ...
     def drain_hits(self) -> list[int]: ...
     def sweep(self, slots: int) -> list[int]: ...
     def stats(self) -> dict: ...
@@ -119,6 +122,8 @@ class PassthroughOpens:
         self._inos_of: dict[tuple[int, int], set[int]] = {}
         self._ordinary: dict[int, int] = {}  # ino -> cached (non-direct) ordinary handles open
         self._fh_ino: dict[int, tuple[int, bool]] = {}  # ordinary fh -> (ino, direct I/O?)
+        #: direct-I/O fh -> the table handle (``Table.pin``) that keeps its backing id open
+        self._pins: dict[int, int] = {}
         self.python_opens = 0  # passthrough opens answered here (the first, or after a change)
         self.ordinary_opens = 0
 
@@ -210,7 +215,7 @@ class PassthroughOpens:
         """The passthrough part of an open of ``ino`` (:attr:`Route.PASSTHROUGH`):
         ``((fh, backing_id), False)`` for a passthrough handle, else ``(None, direct)``
         for an ordinary one, with direct I/O when passthrough handles of ``ino`` are open
-        (the kernel allows it next to them, not a cached handle). ``run``: the shim's
+        (then :meth:`opened` gives the backing id it must name). ``run``: the shim's
         worker-thread runner, for the steps that read files."""
         got = self.reuse(ino)
         if got is None and self.may_publish(ino):
@@ -253,12 +258,27 @@ class PassthroughOpens:
             self.python_opens += 1
         return got
 
-    def opened(self, fh: int, ino: int, *, direct: bool) -> None:
-        """Record an ordinary handle (``direct``: direct I/O, allowed next to passthrough ones)."""
+    def opened(self, fh: int, ino: int, *, direct: bool) -> int:
+        """Record an ordinary handle (``direct``: direct I/O); the backing id to answer its
+        open with, or 0 for none.
+
+        A direct-I/O open of an inode whose passthrough handles are open (its held file failed
+        the check again: :meth:`open`) names their backing id: the kernel fails any open of
+        such an inode without it (fs/fuse/iomode.c, ``fuse_file_io_open``: EIO, before it
+        looks at ``FOPEN_DIRECT_IO``), and with ``FOPEN_DIRECT_IO`` beside it the handle's
+        reads still come to the daemon (fs/fuse/file.c), which serves the version's bytes.
+        The table keeps that id open until this handle is released (``Table.pin``). Before
+        (wbfix73), the open was answered without it and failed with EIO."""
+        backing = 0
+        if direct and self.held(ino):
+            got = self.table.pin(ino)
+            if got is not None:
+                self._pins[fh], backing = got
         if not direct:
             self._ordinary[ino] = self._ordinary.get(ino, 0) + 1
         self._fh_ino[fh] = (ino, direct)
         self.ordinary_opens += 1
+        return backing
 
     def retract(self, ino: int) -> None:
         """No more passthrough opens of ``ino`` with its published file (e.g. evicted)."""
@@ -319,6 +339,9 @@ class PassthroughOpens:
     def released(self, fh: int) -> None:
         if self.wanted and self.table.release(fh):
             return
+        pin = self._pins.pop(fh, None)
+        if pin is not None:
+            self.table.release(pin)
         got = self._fh_ino.pop(fh, None)
         if got is None:
             return

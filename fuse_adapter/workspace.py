@@ -108,6 +108,12 @@ class WorkspaceView:
         self._closed_at: dict[int, int] = {}
         # handles opened read-only: the kernel writes nothing through them, passthrough or not
         self._readers: set[int] = set()
+        # handles opened with O_SYNC/O_DSYNC and served with direct I/O (``_backing_of``): the
+        # kernel sends no FSYNC after their writes, so each WRITE commits before it is answered
+        self._syncs: set[int] = set()
+        # handles served with direct I/O (``_backing_of``): the kernel follows none of their
+        # WRITEs with an FSYNC, not even one made with RWF_DSYNC/RWF_SYNC (``write``'s ``sync``)
+        self._direct: set[int] = set()
         # inodes whose name an unlink or a replacing rename took while they were open, with the
         # bytes the quota counts for them (a staged one's are its ``_Staged.charged`` while it is
         # staged): as on ext4, a file open with no name keeps its space, charged as any file's
@@ -216,11 +222,20 @@ class WorkspaceView:
         if noatime and handle.staged_fd >= 0:
             handle.assume_mapped()
 
-    def _backing_of(self, ino: int, handle) -> tuple[int, bool]:
+    def _backing_of(self, ino: int, handle, *, sync: bool = False) -> tuple[int, bool]:
         """(backing id, direct I/O?) for a new handle of ``ino``: the staged file's id (made on
         the inode's first staged handle), or (0, False) for an ordinary handle. A staged file
-        the kernel would not take is served through the daemon with direct I/O, which the
-        kernel allows next to passthrough handles.
+        the kernel would not take is served through the daemon with direct I/O.
+
+        ``sync``: a writer opened with ``O_SYNC``/``O_DSYNC`` (only one of a file another handle
+        holds staged gets here: ``_stages``). It gets the staged file's id, as the kernel
+        demands of every open beside passthrough handles (fs/fuse/iomode.c), *and* direct I/O,
+        which overrides passthrough for its reads and writes (fs/fuse/file.c): its WRITEs come
+        to the daemon, which writes the same staged file and commits it before answering
+        (``write``). Why (wbreview72): as one more passthrough handle, the kernel wrote and
+        synced the staged file and told the daemon nothing, so an ``O_SYNC`` write that had
+        returned was gone after a kill -9. With WRITEs answered in C the handle is cached as
+        any, and the kernel follows each such write with an FSYNC.
 
         A record of another staged file is not this handle's (the kernel would write that
         file): it is one whose last release closed it and has not dropped the record yet (an
@@ -238,7 +253,7 @@ class WorkspaceView:
             staged.handles += 1
             # the daemon path with WRITEs in C: the page cache as for any file of this mount (no
             # passthrough handle beside it); a READ the cache misses preads the staged file
-            return staged.backing_id, staged.backing_id == 0 and self.cwrites is None
+            return staged.backing_id, (sync or staged.backing_id == 0) and self.cwrites is None
 
     def _open_backing(self, fd: int) -> int:
         backing = self.backing
@@ -597,10 +612,18 @@ class WorkspaceView:
         self._moved(old, new, replaced)
 
     # --- files -----------------------------------------------------------------------------------
-    def _register(self, ino: int, handle: object, st: Stat) -> int:
+    def _register(
+        self, ino: int, handle: object, st: Stat, *, sync: bool = False, direct: bool = False
+    ) -> int:
+        """``sync``: each WRITE of the handle commits before it is answered (``_syncs``);
+        ``direct``: served with direct I/O (``_direct``)."""
         fh = next(self._next_fh)
         with self._lock:
             self._handles[fh] = (ino, handle)
+            if sync:
+                self._syncs.add(fh)
+            if direct:
+                self._direct.add(fh)
             self._inodes[ino].opened += 1
             self._last[ino] = st
         return fh
@@ -624,8 +647,8 @@ class WorkspaceView:
         self._noatime(handle, noatime)
         ino = self._remember(path)
         st = self._stat(ino, handle.attr())  # what ``ws.stat(path)`` reads, without the read
-        backing_id, direct = self._backing_of(ino, handle)
-        fh = self._register(ino, handle, st)
+        backing_id, direct = self._backing_of(ino, handle, sync=sync)
+        fh = self._register(ino, handle, st, sync=sync and direct, direct=direct)
         self._publish(fh, handle)
         return fh, st, backing_id, direct
 
@@ -653,8 +676,9 @@ class WorkspaceView:
         handle = self.ws.open(path, truncate=truncate, staged=truncate and self._stages(sync))
         self._refund(emptied)
         self._noatime(handle, noatime)
-        backing_id, direct = self._backing_of(ino, handle)
-        fh = self._register(ino, handle, self._stat(ino, handle.attr()))
+        sync = sync and writable  # a reader writes nothing to sync
+        backing_id, direct = self._backing_of(ino, handle, sync=sync)
+        fh = self._register(ino, handle, self._stat(ino, handle.attr()), sync=sync and direct, direct=direct)
         if not writable:
             with self._lock:
                 self._readers.add(fh)
@@ -736,9 +760,9 @@ class WorkspaceView:
         """Whether ``write`` of this range only copies into the file's buffer (no I/O, no
         wait): the FUSE layer then answers the WRITE without a worker-thread hop."""
         entry = self._handles.get(fh)
-        return entry is not None and entry[1].writes_in_memory(offset, length)
+        return entry is not None and fh not in self._syncs and entry[1].writes_in_memory(offset, length)
 
-    def write(self, fh: int, offset: int, data: bytes, *, cached: bool = False) -> int:
+    def write(self, fh: int, offset: int, data: bytes, *, cached: bool = False, sync: bool = False) -> int:
         """``cached``: the WRITE carries pages the kernel writes back (its ``FUSE_WRITE_CACHE``
         flag: the write-back cache's, or a shared mapping's on any mount): the store or
         ``write(2)`` that dirtied them returned long ago, so a failure is answered as
@@ -748,9 +772,18 @@ class WorkspaceView:
         writing), its handle short so its close reverts, as on the daemon path. Before
         (review15wb), a direct WRITE past the quota on a ``--writeback-cache`` mount was
         answered as done with its bytes dropped: ``write(2)`` returned the full count and a
-        read found zeros."""
+        read found zeros.
+
+        A handle opened with ``O_SYNC``/``O_DSYNC`` and served with direct I/O (``_syncs``)
+        commits its file before the WRITE is answered, as ``fsync`` does: the kernel follows
+        such a write with an FSYNC only on the page-cache path (``generic_write_sync``), never
+        after a direct-I/O one (wbreview72). So does any handle served with direct I/O
+        (``_direct``) for a WRITE whose flags hold ``O_DSYNC`` (``sync``: a
+        ``pwritev2(RWF_DSYNC/RWF_SYNC)``, pyfuse3's ``WRITE_SYNC``). Before (wbfix73), such a
+        write to a staged file the kernel would not take as a backing file (served through the
+        daemon with direct I/O) returned uncommitted, and was gone after a kill -9."""
         try:
-            return self._write(fh, offset, data, short=not cached)
+            n = self._write(fh, offset, data, short=not cached)
         except NoSpace:
             if not cached:
                 raise
@@ -764,6 +797,9 @@ class WorkspaceView:
                 # handle of the file is short (its staged file has no reservation to tell)
                 self._short_file(fh, failed=exc.errno not in (errno.ENOSPC, errno.EDQUOT))
             raise
+        if fh in self._syncs or (sync and fh in self._direct):
+            self.fsync(fh)
+        return n
 
     def _short_file(self, fh: int, *, failed: bool = False) -> None:
         """A WRITE from the kernel's write-back cache found no space (the quota, a full
@@ -1046,6 +1082,8 @@ class WorkspaceView:
             self._reverted.discard(fh)
             self._dirty.discard(fh)
             self._readers.discard(fh)
+            self._syncs.discard(fh)
+            self._direct.discard(fh)
         commit = not reader and changed  # a close committed it: the file's later changes are others'
         try:
             if short:  # a RELEASE after a refused FLUSH commits nothing new (``_again``)

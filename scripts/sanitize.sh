@@ -31,7 +31,8 @@ TESTS=(tests/fuse/test_passthrough.py tests/fuse/test_passthrough_opens.py tests
        tests/fuse/test_bucket_passthrough.py tests/fuse/test_evicted_published.py
        tests/fuse/test_evicted_elsewhere.py tests/fuse/test_workspace_cwrites19.py
        tests/fuse/test_loop20.py tests/fuse/test_leftovers21_dispatch.py tests/fuse/test_leftovers21_cwrites.py
-       tests/fuse/test_long_names_listed.py tests/fuse/test_perf41d_write_view.py)
+       tests/fuse/test_long_names_listed.py tests/fuse/test_perf41d_write_view.py
+       tests/fuse/test_wbfix73_held_recheck.py)
 (($#)) && TESTS=("$@")
 PYFUSE3_SANITIZE=$DIR scripts/build_pyfuse3.sh "$PY"
 LIBASAN=$(gcc -print-file-name=libasan.so)

@@ -1,7 +1,7 @@
 """The policy of passthrough opens (fuse_adapter.passthrough), without a mount, over a fake
 of pyfuse3's C table (fastopen.h) that also checks the kernel's rules: an inode never
-has passthrough and cached handles at once, every passthrough handle of an inode names the
-same backing id, ids are bounded and all released, and a mount-wide refusal turns
+has passthrough handles beside cached or direct-I/O-only ones (fs/fuse/iomode.c), every
+passthrough handle of an inode names the same backing id, ids are bounded and all released, and a mount-wide refusal turns
 passthrough off once."""
 
 from __future__ import annotations
@@ -133,6 +133,14 @@ class FakeTable:
         self.py_handles += 1
         return FH_BIT | ino, e["id"]
 
+    def pin(self, ino: int) -> tuple[int, int] | None:
+        e = self.entries.get(ino)
+        if e is None:
+            return None
+        e["handles"] += 1
+        self.py_handles += 1
+        return FH_BIT | ino, e["id"]
+
     def drain_hits(self) -> list[int]:
         got = [ino for ino, e in self.entries.items() if e.get("hits")]
         for ino in got:
@@ -198,8 +206,9 @@ class Mount:
         if got is not None:
             self.handles[self.tokens] = (ino, f"pt{got[1]}", got[0])
         else:
-            self.pt.opened(self.tokens, ino, direct=direct)
-            self.handles[self.tokens] = (ino, "direct" if direct else "cached", self.tokens)
+            backing = self.pt.opened(self.tokens, ino, direct=direct)
+            kind = f"pt{backing}:direct" if backing else "direct" if direct else "cached"
+            self.handles[self.tokens] = (ino, kind, self.tokens)
         return self.tokens
 
     def release(self, token: int) -> None:
@@ -211,9 +220,11 @@ class Mount:
         for ino, kind, _ in self.handles.values():
             kinds.setdefault(ino, set()).add(kind)
         for ino, k in kinds.items():
-            pts = {x for x in k if x.startswith("pt")}
+            pts = {x.removesuffix(":direct") for x in k if x.startswith("pt")}
             assert len(pts) <= 1, f"inode {ino}: two backing ids {pts}"
-            assert not (pts and "cached" in k), f"inode {ino}: passthrough and cached handles"
+            # fs/fuse/iomode.c, fuse_file_io_open: an open without the inode's backing id is
+            # EIO while it has one, cached or direct I/O alike
+            assert not (pts and k & {"cached", "direct"}), f"inode {ino}: passthrough and other handles"
 
 
 def test_opens_of_a_published_file_are_answered_in_c() -> None:
@@ -240,8 +251,10 @@ def test_a_changed_file_goes_back_to_python_and_is_never_mixed() -> None:
     t.entries[5]["changed"] = True  # written, truncated, chmod'ed or evicted on disk
     again = m.open(5, has_file=False)  # checked again: it failed -> direct I/O next to it
     m.check_kernel_rules()
-    assert m.handles[again][1] == "direct"
+    pinned = t.entries[5]["id"]
+    assert m.handles[again][1] == f"pt{pinned}:direct"  # names their file; reads via the daemon
     m.release(h)
+    assert t.open_ids == {pinned}  # the direct handle holds the id the kernel still uses
     m.release(again)
     assert not t.open_ids
     m.release(m.open(5))  # published again from a fresh file
@@ -302,8 +315,8 @@ def test_published_files_are_bounded_least_recently_published_first() -> None:
 )
 def test_kernel_rules_hold_whatever_the_order(ops: list[tuple[str, int, bool]]) -> None:
     """Any interleaving of opens (with or without a backing file), releases, files changed
-    on disk and retractions: an inode never has passthrough and cached handles at once,
-    nor two backing ids; ids are bounded; all are released at the end."""
+    on disk and retractions: an inode never has passthrough handles beside cached or
+    direct-I/O-only ones, nor two backing ids; ids are bounded; all are released at the end."""
     t = FakeTable(capacity=3)
     pt = PassthroughOpens(t, wanted=True, max_ids=2)
     m = Mount(pt, t)

@@ -21,6 +21,7 @@ FULL = Build(
     uring=True,
     lookup_in_c=True,
     fastread=True,
+    backing_direct_io=True,
 )
 
 
@@ -122,8 +123,13 @@ def test_held_handles_of_a_changed_file_are_rechecked_and_failing_that_get_direc
     t.entries[5]["changed"] = True
     files = Files(first=0, passes=False)
     failed, direct = complete(pt.open(5, files, inline))
-    assert failed is None and direct  # direct I/O: the kernel allows it next to passthrough
+    assert failed is None and direct  # through the daemon, with direct I/O
     assert ("backing_check",) in files.calls
+    # naming the held file: the kernel fails any other open beside its passthrough handles
+    assert pt.opened(9, 5, direct=True) == t.entries[5]["id"]
+    assert t.entries[5]["handles"] == 3  # the id stays open while the direct handle is
+    pt.released(9)
+    assert t.entries[5]["handles"] == 2
 
 
 # --- the fast path: asked, the build, in effect ----------------------------------------------
@@ -203,6 +209,9 @@ def test_workspace_write_passthrough() -> None:
     assert write_passthrough_off(False, FULL).startswith("the default")
     assert "libfuse >= 3.16" in write_passthrough_off(True, Build())
     assert write_passthrough_off(True, FULL) == ""
+    # an O_SYNC handle beside staged ones needs direct I/O with a backing id (wbreview72)
+    old = Build(**{**FULL.__dict__, "backing_direct_io": False})
+    assert "rebuild it with `make install`" in write_passthrough_off(True, old)
 
 
 def test_the_mount_log_says_what_is_in_effect() -> None:

@@ -66,7 +66,7 @@ class WriteViewFS(pyfuse3.Operations):
     async def read(self, fh, off, size):
         return bytes(self.data[fh][off : off + size])
 
-    async def write(self, fh, off, buf, cached=False):
+    async def write(self, fh, off, buf, cached=False, sync=False):
         kind = type(buf).__name__
         if isinstance(buf, memoryview):
             kind += " ro" if buf.readonly else " rw"

@@ -482,7 +482,9 @@ class Operations(pyfuse3.Operations):
         os.lseek(fh, off, os.SEEK_SET)
         return os.read(fh, size)
 
-    async def write(self, fh: FileHandleT, off: int, buf: bytes, cached: bool) -> int:
+    async def write(
+        self, fh: FileHandleT, off: int, buf: bytes, cached: bool, sync: bool = False
+    ) -> int:
         os.lseek(fh, off, os.SEEK_SET)
         return os.write(fh, buf)
 

@@ -481,7 +481,9 @@ class Operations(pyfuse3.Operations):
             data = b''
         return data[off : off + size]
 
-    async def write(self, fh: FileHandleT, off: int, buf: bytes, cached: bool) -> int:
+    async def write(
+        self, fh: FileHandleT, off: int, buf: bytes, cached: bool, sync: bool = False
+    ) -> int:
         data = self.get_row('SELECT data FROM inodes WHERE id=?', (fh,))[0]
         if data is None:
             data = b''

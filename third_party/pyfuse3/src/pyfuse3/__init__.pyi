@@ -38,6 +38,7 @@ FASTREAD: bool
 FASTREAD_MAX: int
 FASTWRITE: bool
 WRITE_CACHED: bool
+WRITE_SYNC: bool
 trio_token: Optional[TrioToken]
 __version__: str
 _NANOS_PER_SEC: int
@@ -163,16 +164,28 @@ def readdir_reply(
     token: ReaddirToken, name: FileNameT, attr: EntryAttributes, next_id: int
 ) -> bool: ...
 def readdir_fill(
-    token: ReaddirToken, names: bytes, ends: Any, kinds: bytes, skip: bytes | None, inos: Any,
-    sizes: Any, mtimes: Any, start: int, file_mode: int, dir_mode: int, uid: int, gid: int,
-    blksize: int, timeout: float,
+    token: ReaddirToken,
+    names: bytes,
+    ends: Any,
+    kinds: bytes,
+    skip: bytes | None,
+    inos: Any,
+    sizes: Any,
+    mtimes: Any,
+    start: int,
+    file_mode: int,
+    dir_mode: int,
+    uid: int,
+    gid: int,
+    blksize: int,
+    timeout: float,
 ) -> int: ...
-
 def passthrough_enabled() -> bool: ...
 def passthrough_open(fd: int) -> int: ...
 def passthrough_close(backing_id: int) -> None: ...
 def passthrough_publish(inode: int, fd: int) -> int: ...
 def passthrough_handle(inode: int) -> tuple[int, int] | None: ...
+def passthrough_pin(inode: int) -> tuple[int, int] | None: ...
 def passthrough_release(fh: int) -> bool: ...
 def passthrough_retract(inode: int) -> bool: ...
 def passthrough_retract_file(st_dev: int, st_ino: int) -> int: ...

@@ -84,6 +84,7 @@ cdef extern from "fastloop.h" nogil:
     int pyfuse3_fo_try_open "pyfuse3_fo_try_open_l"(int devfd, fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi)
     int pyfuse3_fo_try_release "pyfuse3_fo_try_release_l"(int devfd, fuse_req_t req, fuse_file_info *fi)
     int pyfuse3_fo_handle "pyfuse3_fo_handle_l"(int devfd, uint64_t ino, uint64_t *fh, int32_t *backing_id)
+    int pyfuse3_fo_pin "pyfuse3_fo_pin_l"(uint64_t ino, uint64_t *fh, int32_t *backing_id)
     int pyfuse3_fo_release "pyfuse3_fo_release_l"(int devfd, uint64_t fh)
     int pyfuse3_fo_publish "pyfuse3_fo_publish_l"(int devfd, uint64_t ino, int fd)
     int pyfuse3_fo_retract "pyfuse3_fo_retract_l"(int devfd, uint64_t ino)
@@ -271,6 +272,11 @@ FASTWRITE = bool(PYFUSE3_FASTPATH)
 FASTREAD_MAX = 4096
 #: datahub: write() gets a fourth argument, ``cached`` (the WRITE's FUSE_WRITE_CACHE flag)
 WRITE_CACHED = True
+#: datahub: write() gets a fifth argument, ``sync`` (the WRITE's flags hold O_DSYNC)
+WRITE_SYNC = True
+cdef int _O_DSYNC = os.O_DSYNC
+#: datahub: a FileInfo with a backing id keeps ``direct_io`` (FOPEN_PASSTHROUGH|FOPEN_DIRECT_IO)
+BACKING_DIRECT_IO = True
 cdef bint fl_running = False  # the reader thread serves this session's loop
 cdef bint fl_allowed = True   # False with allow_root (libfuse checks the caller's uid)
 cdef bint passthrough_on = False
@@ -558,9 +564,13 @@ cdef class FileInfo:
         pyfuse3_fi_set_backing_id(out, self.backing_id if self.backing_id > 0 else 0)
         if self.backing_id > 0 and PYFUSE3_FASTPATH:
             # the kernel refuses (EIO to the caller) a passthrough open with any flag
-            # outside FOPEN_PASSTHROUGH_MASK, and FOPEN_KEEP_CACHE is one of them
+            # outside FOPEN_PASSTHROUGH_MASK, and FOPEN_KEEP_CACHE is one of them.
+            # FOPEN_DIRECT_IO is in the mask and overrides passthrough for reads and writes
+            # (fs/fuse/file.c): they come to the daemon, while the handle still names the
+            # inode's backing file, as the kernel demands of every open beside passthrough
+            # ones (datahub: an O_SYNC handle of a workspace's staged file)
             out.keep_cache = 0
-            out.direct_io = 0
+            out.direct_io = 1 if self.direct_io else 0
             out.nonseekable = 0
             return
 
@@ -1480,6 +1490,18 @@ def passthrough_handle(uint64_t inode):
     cdef uint64_t fh = 0
     cdef int32_t backing_id = 0
     if not pyfuse3_fo_handle(_devfd(), inode, &fh, &backing_id):
+        return None
+    return (fh, backing_id)
+
+
+def passthrough_pin(uint64_t inode):
+    '''``(fh, backing_id)`` naming the file the table holds for *inode*, whatever its state,
+    for an open answered with that backing id and direct I/O (its reads come to the daemon):
+    the kernel takes no other open of an inode whose passthrough handles are open. Release
+    *fh* with passthrough_release when that open is released. None if no file is held.'''
+    cdef uint64_t fh = 0
+    cdef int32_t backing_id = 0
+    if not pyfuse3_fo_pin(inode, &fh, &backing_id):
         return None
     return (fh, backing_id)
 

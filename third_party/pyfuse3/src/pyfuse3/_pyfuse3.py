@@ -433,7 +433,9 @@ class Operations:
 
         raise FUSEError(errno.ENOSYS)
 
-    async def write(self, fh: FileHandleT, off: int, buf: bytes | memoryview, cached: bool) -> int:
+    async def write(
+        self, fh: FileHandleT, off: int, buf: bytes | memoryview, cached: bool, sync: bool = False
+    ) -> int:
         '''Write *buf* into *fh* at *off*.
 
         *fh* will be an integer filehandle returned by a prior `open` or
@@ -450,6 +452,13 @@ class Operations:
         ``write(2)`` that dirtied them has returned, and an error raised here
         reaches only a later fsync or close. False: the WRITE is a ``write(2)``
         in progress (``O_DIRECT``, or no write-back cache), which gets the error.
+
+        datahub: *sync* is true when the WRITE's flags hold ``O_DSYNC``: its file
+        was opened with ``O_SYNC``/``O_DSYNC``, or the call passed
+        ``RWF_DSYNC``/``RWF_SYNC``. The kernel follows such a write through the
+        page cache with an FSYNC, but sends none after a direct-I/O one
+        (``FOPEN_DIRECT_IO``): a file system serving a handle with direct I/O
+        makes the bytes durable before it returns.
 
         This method must return the number of bytes written. However, unless the
         file system has been mounted with the ``direct_io`` option, the file

@@ -30,6 +30,7 @@ cdef class _Container:
     cdef struct_stat stat
     cdef uint64_t fh
     cdef bint     cached  # datahub: WRITE: pages of the kernel's write-back cache (fi.writepage)
+    cdef bint     sync    # datahub: WRITE: its flags hold O_DSYNC (WRITE_SYNC)
 
 cdef void fuse_init (void *userdata, fuse_conn_info *conn):
     if not conn.capable & FUSE_CAP_READDIRPLUS:
@@ -445,6 +446,7 @@ cdef void fuse_write (fuse_req_t req, fuse_ino_t ino, const_char *buf,
     c.off = off
     c.fh = fi.fh
     c.cached = fi.writepage != 0  # datahub: the kernel's FUSE_WRITE_CACHE (see fuse_write_buf)
+    c.sync = (fi.flags & _O_DSYNC) != 0  # datahub: see fuse_write_buf
 
     if size > PY_SSIZE_T_MAX:
         raise OverflowError('Value too long to convert to Python')
@@ -488,7 +490,7 @@ async def fuse_write_async (_Container c, pbuf):
     cdef size_t len_
 
     try:
-        len_ = await operations.write(c.fh, c.off, pbuf, c.cached)
+        len_ = await operations.write(c.fh, c.off, pbuf, c.cached, c.sync)
     except FUSEError as e:
         ret = fuse_reply_err(c.req, e.errno)
     else:
@@ -509,6 +511,11 @@ cdef void fuse_write_buf(fuse_req_t req, fuse_ino_t ino, fuse_bufvec *bufv,
     # write(2) (O_DIRECT, or no write-back cache). A file system that can run out of space
     # must tell them apart: only the second can still fail the caller's write(2).
     c.cached = fi.writepage != 0
+    # datahub: the WRITE's flags are its file's, with O_DSYNC (O_SYNC holds its bit) added for
+    # a call with RWF_DSYNC/RWF_SYNC (fs/fuse/file.c, fuse_write_flags). Through the page cache
+    # the kernel follows such a write with an FSYNC; after a direct-I/O one (FOPEN_DIRECT_IO)
+    # it sends none, so only this flag tells the file system the write must be durable.
+    c.sync = (fi.flags & _O_DSYNC) != 0
     if (pyfuse3_fd_here() and bufv.count == 1 and bufv.idx == 0 and bufv.off <= bufv.buf[0].size
             and not (bufv.buf[0].flags & FUSE_BUF_IS_FD)):
         # datahub (perf41d): in a dispatching thread the handler runs to its end right here, on
@@ -525,7 +532,7 @@ async def fuse_write_buf_async (_Container c, buf):
     cdef size_t len_
 
     try:
-        len_ = await operations.write(c.fh, c.off, buf, c.cached)
+        len_ = await operations.write(c.fh, c.off, buf, c.cached, c.sync)
     except FUSEError as e:
         ret = fuse_reply_err(c.req, e.errno)
     else:

@@ -1,0 +1,85 @@
+"""wbfix73: synchronous writes to a staged file the kernel would not take as a backing file,
+on a real ``--passthrough`` workspace mount (docs/writeback.md, "O_SYNC and O_DSYNC").
+
+Such a file (here: staged on an overlayfs, which the kernel refuses to stack under a FUSE
+file: ELOOP) is served through the daemon with direct I/O, and the kernel follows no
+direct-I/O write with an FSYNC, not even an ``O_SYNC`` descriptor's or a
+``pwritev2(RWF_DSYNC)``. Each such WRITE is committed before it is answered
+(``WorkspaceView.write``). Before, both returned uncommitted: after a kill -9 of the daemon
+the file held what its last fsync had committed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.fuse.conftest import FuseEnv, make_env
+from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
+from tests.servers import S3Endpoint
+
+pytestmark = pytest.mark.fuse
+
+
+@pytest.fixture
+def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
+    from fuse_adapter import fuse_ops
+
+    if not fuse_ops.PASSTHROUGH:
+        pytest.skip("pyfuse3 built without libfuse >= 3.16")
+    return make_env(tmp_path, moto_endpoint)
+
+
+@contextlib.contextmanager
+def _overlay(at: Path, base: Path) -> Iterator[None]:
+    """An overlayfs at ``at`` (a workspace's staging directory, made before its mount)."""
+    dirs = {d: base / d for d in ("lower", "upper", "work")}
+    for d in (*dirs.values(), at):
+        d.mkdir(parents=True)
+    opts = f"lowerdir={dirs['lower']},upperdir={dirs['upper']},workdir={dirs['work']}"
+    mounted = subprocess.run(
+        ["mount", "-t", "overlay", "overlay", "-o", opts, str(at)], capture_output=True, text=True
+    )
+    if mounted.returncode:
+        pytest.skip(f"cannot mount an overlayfs here: {mounted.stderr.strip()}")
+    try:
+        yield
+    finally:
+        if subprocess.run(["umount", str(at)], capture_output=True).returncode:
+            subprocess.run(["umount", "-l", str(at)], capture_output=True)
+
+
+@pytest.mark.parametrize("how", ["o_sync-open", "rwf_dsync"])
+def test_a_sync_write_to_a_staged_file_served_with_direct_io_survives_kill_9(env: FuseEnv, how: str) -> None:
+    name = "w73ovl"
+    mnt = env.mountpoint(name)
+    staging = env.root / "var" / "cache" / "shared" / "writeback-staging" / name  # Workspace.staging
+    held: list[int] = []
+    with _overlay(staging, env.root / "overlay"):
+        try:
+            with env.mounted(mnt, "--workspace", name, "--passthrough") as proc:
+                _wait_passthrough(env, mnt)
+                staged = os.open(mnt / "f.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                held.append(staged)
+                assert os.write(staged, b"x" * 10) == 10
+                os.fsync(staged)  # acknowledged: "xxxxxxxxxx"
+                log = (env.root / f"mount-{mnt.name}.log").read_text()
+                assert "backing file refused" in log  # staged, served through the daemon
+                if how == "rwf_dsync":
+                    assert os.pwritev(staged, [b"SYNC"], 0, os.RWF_DSYNC) == 4
+                else:
+                    second = os.open(mnt / "f.log", os.O_WRONLY | os.O_SYNC)
+                    held.append(second)
+                    assert os.pwrite(second, b"SYNC", 0) == 4
+                _kill_9(proc)  # no close, no fsync after the synchronous write
+                got = _remounted(env, mnt, name)
+        finally:
+            for fd in held:
+                with contextlib.suppress(OSError):
+                    os.close(fd)  # the mount is gone: ENOTCONN
+    assert got.get("f.log") == b"SYNCxxxxxx"
