@@ -50,7 +50,10 @@ from datahub.validation import (
 )
 
 Ref = str | int | None
-_SEQ = re.compile(r"v?(\d+)|(-\d+)")  # "-1": no such version, never "invalid tag" (no tag starts with "-")
+# "-1": no such version, never "invalid tag" (no tag starts with "-"). ASCII digits only: \\d and
+# int() take any script's digits, so "v\u09ea" (a Bengali 4, drawn like an 8) read version 4 through the
+# API, the browser and datahub:// while the CLI refused it (validation.is_ref; review73)
+_SEQ = re.compile(r"v?([0-9]+)|(-[0-9]+)")
 _DATASET_FIELDS = ("description", "source", "owner", "acl", "sources")
 _HEAD_RETRIES = 3  # commits "on the head" that lose a race before reading any change
 
