@@ -61,8 +61,9 @@ class VersionSpec:
         """Where this spec's files are under ``MOUNT/<dataset>/``, known before the ref is
         resolved: ``v<seq>`` for a number, else the ref itself (a symlink to ``v<seq>``)."""
         alias = self.ref or "latest"
-        number = alias.removeprefix("v")
-        return f"v{number}" if number.isascii() and number.isdigit() else alias
+        number = alias.removeprefix("v")  # one "v": ``vv3`` is a tag (review73)
+        # ``v03`` is version 3, laid out as ``v3`` (review73: the path shown was ``v03``)
+        return f"v{int(number)}" if number.isascii() and number.isdigit() else alias
 
 
 @dataclass

@@ -5,7 +5,8 @@ A version mount shows ``MOUNT/<dataset>/v<seq>/`` and a symlink named after each
 ``v``s off with ``lstrip("v")``: the tag ``vv3`` (a valid tag: ``v3`` is version-like, ``vv3``
 is not) was taken for version 3, the mount made no ``vv3`` symlink, and ``--background`` said
 the files were at ``MOUNT/<dataset>/v3``, a directory of no version mounted (or of another
-one, mounted beside it)."""
+one, mounted beside it). A number with leading zeros (``v01``) named its version, but the
+path shown was ``MOUNT/<dataset>/v01``, where the mount has ``v1``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tests.fuse.conftest import FuseEnv, upload_dataset
 pytestmark = pytest.mark.fuse
 
 
-def test_a_tag_named_v_and_digits_is_a_symlink_to_its_version(env: FuseEnv) -> None:
+def test_a_tag_named_v_and_digits_is_a_symlink_and_a_number_its_directory(env: FuseEnv) -> None:
     data = upload_dataset(env, "tagged", {"a.txt": b"the tagged version"})
     catalog = open_catalog(env.config.resolved_catalog_url)
     try:
@@ -27,9 +28,10 @@ def test_a_tag_named_v_and_digits_is_a_symlink_to_its_version(env: FuseEnv) -> N
     finally:
         catalog.close()
     mnt = env.mountpoint("tagged")
-    shown = env.cli("mount", "--json", "--background", str(mnt), "tagged@vv3")
+    shown = env.cli("mount", "--json", "--background", str(mnt), "tagged@vv3", "tagged@v01")
     try:
         assert f'"tagged@vv3": "{mnt}/tagged/vv3"' in shown.stdout, shown.stdout
+        assert f'"tagged@v01": "{mnt}/tagged/v{data.seq}"' in shown.stdout, shown.stdout
         assert os.readlink(mnt / "tagged" / "vv3") == f"v{data.seq}"
         assert (mnt / "tagged" / "vv3" / "a.txt").read_bytes() == b"the tagged version"
         assert sorted(os.listdir(mnt / "tagged")) == [f"v{data.seq}", "vv3"]
