@@ -346,6 +346,8 @@ def check_json_field(value: Any, what: str, key: str) -> None:
         raise InvalidInput(f"record {key!r}: {what} is not plain JSON: {exc}", key=key) from None
     if "\\ud" in text and not _utf8_encodable(value):  # rare: a character above U+FFFF, escaped as a pair
         raise InvalidInput(f"record {key!r}: {what} {_NOT_UTF8}", key=key)
+    if LONG_DIGITS.search(text):  # rare: 19 digits or more (in a number, or in a string)
+        _check_int_range(value, what, key)
     size = len(text)  # ASCII (non-ASCII is escaped), so characters are bytes
     if size > MAX_JSON_BYTES:
         raise InvalidInput(
@@ -356,6 +358,36 @@ def check_json_field(value: Any, what: str, key: str) -> None:
     # fewer brackets than the limit cannot nest deeper; only then walk the value
     if text.count("{") + text.count("[") > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
         raise _too_deep(what, key)
+
+
+#: 19 digits in a row: JSON text that may hold an integer beyond ``JSON_INT_MIN``..``JSON_INT_MAX``
+#: (Python writes a float of 19 digits or more with an exponent)
+LONG_DIGITS = re.compile(r"[0-9]{19}")
+JSON_INT_MIN, JSON_INT_MAX = -(2**63), 2**63 - 1  # a signed 64-bit integer: what BSON holds
+
+
+def _check_int_range(value: Any, what: str, key: str) -> None:
+    """Refuse an integer in ``meta`` / ``labels`` beyond signed 64 bits.
+
+    Why: the SQLite store kept one (its JSON text) while MongoDB's BSON has no such integer, so
+    the same commit (an import of a manifest holding a 64-bit unsigned hash, a LabelX label) was
+    a version on SQLite and a bare ``OverflowError`` ("this is a datahub bug") on MongoDB, and a
+    catalog could not be copied from one store to the other (review73). Every store now refuses
+    it alike, naming the value and what to write instead."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+        elif type(node) is int and not JSON_INT_MIN <= node <= JSON_INT_MAX:
+            raise InvalidInput(
+                f"record {key!r}: {what} holds the integer {node}, beyond the signed 64-bit range "
+                f"({JSON_INT_MIN} to {JSON_INT_MAX}) that every catalog store holds; write it as a "
+                f'string ("{node}")',
+                key=key,
+            )
 
 
 def _utf8_encodable(value: Any) -> bool:
