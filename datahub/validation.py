@@ -15,7 +15,8 @@ from datahub.errors import InvalidInput, InvalidKey, InvalidName, NameTooLong
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 TAG_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,62}")
-_VERSION_LIKE = re.compile(r"v?[0-9]+|latest")
+# in any case: a tag "V3" made ds@V3 another version than ds@v3, and "Latest" not the head (review73)
+_VERSION_LIKE = re.compile(r"v?[0-9]+|latest", re.IGNORECASE)
 MAX_KEY_BYTES = 1024
 # NUL/C0/DEL, and invisible format characters that make a key render as another one:
 # zero-width and direction marks (U+200B-U+200F, and the Arabic letter mark U+061C), bidi
@@ -46,7 +47,7 @@ def visible(text: str) -> str:
 # The same rules as JSON Schema (ECMA-262) patterns, for the OpenAPI document: schema-valid
 # input is what the checks below accept (tests/test_validation.py holds them to it).
 NAME_PATTERN = "^[a-z0-9][a-z0-9._-]{0,62}$"
-TAG_PATTERN = "^(?!latest$)(?!v[0-9]+$)[A-Za-z][A-Za-z0-9._-]{0,62}$"
+TAG_PATTERN = "^(?![Ll][Aa][Tt][Ee][Ss][Tt]$)(?![Vv][0-9]+$)[A-Za-z][A-Za-z0-9._-]{0,62}$"
 REF_PATTERN = "^(v?[0-9]+|[A-Za-z][A-Za-z0-9._-]{0,62})$"
 KEY_PATTERN = "^(?!/)(?!.*//)(?!.*/$)(?!(.*/)?[.][.]?(/|$))[^\\x00-\\x1f\\x7f]+$"  # check_key
 # check_new_key, up to its per-segment rules: no invisible format characters either
@@ -151,14 +152,15 @@ def _refuse_other_separator(text: str) -> None:
 
 
 def check_tag(tag: str, *, existing: bool = False) -> str:
-    """Tags never look like version references (``3``, ``v3``, ``latest``): ``@v3`` must always
-    mean version 3, whoever tagged what. ``existing=True`` (deleting a tag) still accepts such a
-    name, so one stored before the rule can be removed."""
+    """Tags never look like version references (``3``, ``v3``, ``latest``), in any case (``V3``,
+    ``Latest``): ``@v3`` must always mean version 3, whoever tagged what, and ``@V3`` must not
+    mean another one. ``existing=True`` (resolving or deleting a tag) still accepts such a name,
+    so one stored before the rule can still be read and removed."""
     version_like = not existing and isinstance(tag, str) and _VERSION_LIKE.fullmatch(tag)
     if not isinstance(tag, str) or not TAG_RE.fullmatch(tag) or version_like:
         raise InvalidName(
             f"invalid tag {tag!r}: use 1-63 characters from [A-Za-z0-9._-], starting with a letter, "
-            "and not a version reference such as 'v3' or 'latest'",
+            "and not a version reference such as 'v3' or 'latest' in any case ('V3', 'Latest')",
             tag=tag,
         )
     return tag

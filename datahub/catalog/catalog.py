@@ -152,7 +152,7 @@ class Catalog:
             return self._or_no_versions(dataset, ref, lambda: self.store.get_version(dataset, seq))
         if not is_ref(ref):  # "@v1" of sample@@v1 was "invalid tag '@v1'" (newuser72)
             raise not_a_version(dataset, ref)
-        check_tag(ref)
+        check_tag(ref, existing=True)  # a tag stored before a rule (``V3``) still resolves
         return self._or_no_versions(
             dataset, ref, lambda: self.store.get_version(dataset, self.store.tag_target(dataset, ref))
         )
