@@ -15,7 +15,8 @@ from datahub.errors import InvalidInput, InvalidKey, InvalidName, NameTooLong
 
 NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]{0,62}")
 TAG_RE = re.compile(r"[A-Za-z][A-Za-z0-9._-]{0,62}")
-_VERSION_LIKE = re.compile(r"v?[0-9]+|latest")
+# in any case: a tag "V3" made ds@V3 another version than ds@v3, and "Latest" not the head (review73)
+_VERSION_LIKE = re.compile(r"v?[0-9]+|latest", re.IGNORECASE)
 MAX_KEY_BYTES = 1024
 # NUL/C0/DEL, and invisible format characters that make a key render as another one:
 # zero-width and direction marks (U+200B-U+200F, and the Arabic letter mark U+061C), bidi
@@ -46,7 +47,7 @@ def visible(text: str) -> str:
 # The same rules as JSON Schema (ECMA-262) patterns, for the OpenAPI document: schema-valid
 # input is what the checks below accept (tests/test_validation.py holds them to it).
 NAME_PATTERN = "^[a-z0-9][a-z0-9._-]{0,62}$"
-TAG_PATTERN = "^(?!latest$)(?!v[0-9]+$)[A-Za-z][A-Za-z0-9._-]{0,62}$"
+TAG_PATTERN = "^(?![Ll][Aa][Tt][Ee][Ss][Tt]$)(?![Vv][0-9]+$)[A-Za-z][A-Za-z0-9._-]{0,62}$"
 REF_PATTERN = "^(v?[0-9]+|[A-Za-z][A-Za-z0-9._-]{0,62})$"
 KEY_PATTERN = "^(?!/)(?!.*//)(?!.*/$)(?!(.*/)?[.][.]?(/|$))[^\\x00-\\x1f\\x7f]+$"  # check_key
 # check_new_key, up to its per-segment rules: no invisible format characters either
@@ -151,14 +152,15 @@ def _refuse_other_separator(text: str) -> None:
 
 
 def check_tag(tag: str, *, existing: bool = False) -> str:
-    """Tags never look like version references (``3``, ``v3``, ``latest``): ``@v3`` must always
-    mean version 3, whoever tagged what. ``existing=True`` (deleting a tag) still accepts such a
-    name, so one stored before the rule can be removed."""
+    """Tags never look like version references (``3``, ``v3``, ``latest``), in any case (``V3``,
+    ``Latest``): ``@v3`` must always mean version 3, whoever tagged what, and ``@V3`` must not
+    mean another one. ``existing=True`` (resolving or deleting a tag) still accepts such a name,
+    so one stored before the rule can still be read and removed."""
     version_like = not existing and isinstance(tag, str) and _VERSION_LIKE.fullmatch(tag)
     if not isinstance(tag, str) or not TAG_RE.fullmatch(tag) or version_like:
         raise InvalidName(
             f"invalid tag {tag!r}: use 1-63 characters from [A-Za-z0-9._-], starting with a letter, "
-            "and not a version reference such as 'v3' or 'latest'",
+            "and not a version reference such as 'v3' or 'latest' in any case ('V3', 'Latest')",
             tag=tag,
         )
     return tag
@@ -346,6 +348,8 @@ def check_json_field(value: Any, what: str, key: str) -> None:
         raise InvalidInput(f"record {key!r}: {what} is not plain JSON: {exc}", key=key) from None
     if "\\ud" in text and not _utf8_encodable(value):  # rare: a character above U+FFFF, escaped as a pair
         raise InvalidInput(f"record {key!r}: {what} {_NOT_UTF8}", key=key)
+    if LONG_DIGITS.search(text):  # rare: 19 digits or more (in a number, or in a string)
+        _check_int_range(value, what, key)
     size = len(text)  # ASCII (non-ASCII is escaped), so characters are bytes
     if size > MAX_JSON_BYTES:
         raise InvalidInput(
@@ -356,6 +360,36 @@ def check_json_field(value: Any, what: str, key: str) -> None:
     # fewer brackets than the limit cannot nest deeper; only then walk the value
     if text.count("{") + text.count("[") > MAX_JSON_DEPTH and json_depth(value) > MAX_JSON_DEPTH:
         raise _too_deep(what, key)
+
+
+#: 19 digits in a row: JSON text that may hold an integer beyond ``JSON_INT_MIN``..``JSON_INT_MAX``
+#: (Python writes a float of 19 digits or more with an exponent)
+LONG_DIGITS = re.compile(r"[0-9]{19}")
+JSON_INT_MIN, JSON_INT_MAX = -(2**63), 2**63 - 1  # a signed 64-bit integer: what BSON holds
+
+
+def _check_int_range(value: Any, what: str, key: str) -> None:
+    """Refuse an integer in ``meta`` / ``labels`` beyond signed 64 bits.
+
+    Why: the SQLite store kept one (its JSON text) while MongoDB's BSON has no such integer, so
+    the same commit (an import of a manifest holding a 64-bit unsigned hash, a LabelX label) was
+    a version on SQLite and a bare ``OverflowError`` ("this is a datahub bug") on MongoDB, and a
+    catalog could not be copied from one store to the other (review73). Every store now refuses
+    it alike, naming the value and what to write instead."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+        elif type(node) is int and not JSON_INT_MIN <= node <= JSON_INT_MAX:
+            raise InvalidInput(
+                f"record {key!r}: {what} holds the integer {node}, beyond the signed 64-bit range "
+                f"({JSON_INT_MIN} to {JSON_INT_MAX}) that every catalog store holds; write it as a "
+                f'string ("{node}")',
+                key=key,
+            )
 
 
 def _utf8_encodable(value: Any) -> bool:

@@ -61,7 +61,9 @@ class VersionSpec:
         """Where this spec's files are under ``MOUNT/<dataset>/``, known before the ref is
         resolved: ``v<seq>`` for a number, else the ref itself (a symlink to ``v<seq>``)."""
         alias = self.ref or "latest"
-        return f"v{alias.lstrip('v')}" if alias.lstrip("v").isdigit() else alias
+        number = alias.removeprefix("v")  # one "v": ``vv3`` is a tag (review73)
+        # ``v03`` is version 3, laid out as ``v3`` (review73: the path shown was ``v03``)
+        return f"v{int(number)}" if number.isascii() and number.isdigit() else alias
 
 
 @dataclass
@@ -137,7 +139,12 @@ def version_view(
             info.versions.append(f"{spec.dataset}@{vname}")
     for spec, _version in resolved:
         alias = spec.entry()
-        if alias.startswith("v") and alias[1:].isdigit() or (spec.dataset, alias) in links:
+        if (
+            alias.startswith("v")
+            and alias[1:].isascii()
+            and alias[1:].isdigit()
+            or (spec.dataset, alias) in links
+        ):
             continue
         links.add((spec.dataset, alias))
     for dataset, alias in sorted(links):

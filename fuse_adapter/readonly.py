@@ -178,14 +178,23 @@ class ReadOnlyView:
         """(name, inode, next offset) from offset ``start``; see ListingTree.readdir.
 
         Virtual files are not listed (like a ``.snapshot`` directory): a listing of a
-        bucket mount equals the bucket's, and ``cat MNT/.datahub`` still works.
+        bucket mount equals the bucket's, and ``cat MNT/.datahub`` still works. An answer
+        that held only such names asks the tree again past them: an empty answer ends the
+        directory for the kernel, and while a bucket's root is still being listed the
+        bucket's own ``.datahub`` could be its only final entry (review73: ``ls`` of the
+        mount showed nothing).
         """
         if not self.tree.is_dir(ino):
             raise InvalidInput(f"inode {ino} is not a directory")
         entries = self.tree.readdir(ino, start, wait=wait)
-        if ino == ROOT_INODE and self._virtual_names:
-            entries = [e for e in entries if e[0] not in self._virtual_names]
-        return entries
+        if ino != ROOT_INODE or not self._virtual_names:
+            return entries
+        while entries:
+            shown = [e for e in entries if e[0] not in self._virtual_names]
+            if shown:
+                return shown
+            entries = self.tree.readdir(ino, entries[-1][2], wait=wait)
+        return []
 
     def dir_complete(self, ino: int) -> bool:
         return self.tree.dir_complete(ino)

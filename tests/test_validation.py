@@ -60,9 +60,10 @@ def test_invalid_keys(key):
 
 def test_tags_cannot_look_like_versions():
     assert check_tag("golden") == "golden"
-    for good in ["v3a", "V3", "latest2", "vv3", "v"]:
+    for good in ["v3a", "V3a", "latest2", "vv3", "v"]:
         assert check_tag(good) == good
-    for bad in ["latest", "3", "", "-x", "v3", "v0", "v007", "v" + "9" * 40]:
+    # in any case (review73): a tag "V3" made ds@V3 another version than ds@v3
+    for bad in ["latest", "3", "", "-x", "v3", "v0", "v007", "v" + "9" * 40, "V3", "Latest", "LATEST"]:
         with pytest.raises(InvalidName):
             check_tag(bad)
 

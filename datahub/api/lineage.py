@@ -65,7 +65,9 @@ class LineageView:
         if found is None:
             return None
         name, _, ref = found[0].partition("@")
-        if not (ref[:1] == "v" and ref[1:].isdigit() and len(ref) < 20) or not self._may_read(name):
+        if not (
+            ref[:1] == "v" and ref[1:].isascii() and ref[1:].isdigit() and len(ref) < 20
+        ) or not self._may_read(name):
             return None
         return name, int(ref[1:])
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from datahub.catalog.model import Version
 
-_REF = re.compile(r"^(?P<dataset>[^@]+)@v(?P<seq>\d+)$")
+_REF = re.compile(r"(?P<dataset>[^@]+)@v(?P<seq>[0-9]+)")  # ASCII digits: a version as written (review73)
 COL_WIDTH, ROW_HEIGHT, NODE_W, NODE_H, MARGIN = 300, 64, 210, 38, 16
 MAX_VERSIONS = 40  # the graph shows the newest versions; older ones stay in the table
 
@@ -29,7 +29,7 @@ class Origin:
 
 
 def _ref(text: Any) -> tuple[str, int] | None:
-    m = _REF.match(text) if isinstance(text, str) else None
+    m = _REF.fullmatch(text) if isinstance(text, str) else None
     return (m["dataset"], int(m["seq"])) if m else None
 
 

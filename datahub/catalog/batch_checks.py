@@ -24,7 +24,15 @@ from operator import attrgetter
 
 from datahub.catalog.model import EMPTY, Put, Record
 from datahub.storage import PLAIN_S3, PLAIN_S3_MAX
-from datahub.validation import MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_KEY_BYTES, MAX_SIZE, PLAIN_KEY, UNREADABLE
+from datahub.validation import (
+    LONG_DIGITS,
+    MAX_JSON_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_KEY_BYTES,
+    MAX_SIZE,
+    PLAIN_KEY,
+    UNREADABLE,
+)
 
 # Neither pattern's classes hold "\n", so a batch's values joined by newlines match these
 # exactly when every value matches the single pattern (check_new_key's and check_record_fields'
@@ -96,8 +104,10 @@ def _json_fields_plain(values: list) -> bool:
         return False
     try:
         whole = "".join(_ENCODE(full, 0))  # one C call for the batch (half the cost of one each)
-        if "\\ud" in whole:
-            return False  # a character above U+FFFF, or a lone surrogate: the per-change check decides
+        if "\\ud" in whole or LONG_DIGITS.search(whole):
+            # a character above U+FFFF, a lone surrogate, or 19 digits (an integer beyond 64
+            # bits?): the per-change check decides
+            return False
         if len(whole) <= MAX_JSON_BYTES and whole.count("{") == len(full) and whole.count("[") == 1:
             return True  # flat dicts (depth 1), none over the size bound since all together are not
         texts = list(map("".join, map(_ENCODE, full, repeat(0))))

@@ -50,7 +50,10 @@ from datahub.validation import (
 )
 
 Ref = str | int | None
-_SEQ = re.compile(r"v?(\d+)|(-\d+)")  # "-1": no such version, never "invalid tag" (no tag starts with "-")
+# "-1": no such version, never "invalid tag" (no tag starts with "-"). ASCII digits only: \\d and
+# int() take any script's digits, so "v\u09ea" (a Bengali 4, drawn like an 8) read version 4 through the
+# API, the browser and datahub:// while the CLI refused it (validation.is_ref; review73)
+_SEQ = re.compile(r"v?([0-9]+)|(-[0-9]+)")
 _DATASET_FIELDS = ("description", "source", "owner", "acl", "sources")
 _HEAD_RETRIES = 3  # commits "on the head" that lose a race before reading any change
 
@@ -149,7 +152,7 @@ class Catalog:
             return self._or_no_versions(dataset, ref, lambda: self.store.get_version(dataset, seq))
         if not is_ref(ref):  # "@v1" of sample@@v1 was "invalid tag '@v1'" (newuser72)
             raise not_a_version(dataset, ref)
-        check_tag(ref)
+        check_tag(ref, existing=True)  # a tag stored before a rule (``V3``) still resolves
         return self._or_no_versions(
             dataset, ref, lambda: self.store.get_version(dataset, self.store.tag_target(dataset, ref))
         )

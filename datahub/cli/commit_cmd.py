@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from datahub.cli.interruptible_read import open_text
 from datahub.console.context import CliContext, author_or_default
+from datahub.console.numbers import at_least
 from datahub.errors import InvalidInput
 from datahub.words import counted as in_words
 
@@ -38,7 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="FILE.jsonl",
         help="one change a line: put, delete or patch (docs/cli.md)",
     )
-    p.add_argument("--base", type=int, default=None, help="version the changes apply to (default: head)")
+    p.add_argument(
+        "--base", type=at_least(0), default=None, help="version the changes apply to (default: head)"
+    )
     p.add_argument("-m", "--message", default="", help="the new version's message")
     p.add_argument("--author", default=None, help="default: the current user")
     p.add_argument("--commit-id", default=None, help="idempotency key: a retry returns the same version")
@@ -138,8 +141,8 @@ def _parse_line(path: str, number: int, line: str) -> Change:
 def _base_instead(name: str, ref: str, changes: str) -> str:
     """What to type for ``datahub commit pets@v2 …`` (newuser19: "invalid dataset name
     'pets@v2'", as if the name were wrong): the version goes to ``--base``."""
-    seq = ref[1:] if ref[:1] == "v" and ref[1:].isdigit() else ref
-    if seq.isdigit():
+    seq = ref[1:] if ref[:1] == "v" else ref
+    if seq.isascii() and seq.isdigit():
         return f"`datahub commit {name} --changes {shlex.quote(changes)} --base {seq}` applies them to v{seq}"
     return f"`datahub commit {name} --changes {shlex.quote(changes)}` applies them to its head (--base takes a number)"
 

@@ -18,10 +18,10 @@ def at_least(minimum: int) -> Callable[[str], int]:
     """An argparse ``type`` for a whole number >= ``minimum``."""
 
     def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        digits = text.strip().removeprefix("-").removeprefix("+")
+        if not (digits.isascii() and digits.isdigit()):  # int() also takes any script's digits and "1_0"
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (digits 0-9)")
+        value = int(text)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value}: use a number >= {minimum}")
         return value
