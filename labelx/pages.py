@@ -14,6 +14,7 @@ from urllib.parse import quote, unquote, urlencode
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from datahub.api.local_mode import foreign_user, is_loopback
 from datahub.errors import AccessDenied, DatahubError, TooManyAttempts, Unauthenticated
 from datahub.web import Pages
 from datahub.web.cookies import delete_cookie, read_cookie, secure_cookie, set_cookie
@@ -135,7 +136,7 @@ def _login_form(
         error="throttled" if throttled else error,
         retry=retry,
         login_name=name,
-        demo_password=str(demo_password) if demo_password.exists() else "",
+        demo_password=str(demo_password) if demo_password.exists() and _may_read(request) else "",
         no_users=not lx.store.has_users(),
         cli=lx.cli,  # the create-user command as this server's user runs datahub (newuser72)
         next=_page_after_login(next),
@@ -145,6 +146,16 @@ def _login_form(
         resp.status_code = throttled.http_status
         resp.headers["Retry-After"] = str(retry)
     return resp
+
+
+def _may_read(request: Request) -> bool:
+    """Whether the caller is this server's user (or root) on this machine: on loopback, from a
+    socket of that user (``foreign_user``). Only they can read ``make run``'s 0600 password
+    file, so only they are told its path. Why (caller73): the page named it to anyone who loaded
+    it, over any address and to any user of the machine, telling a stranger the server's home
+    (the account it runs as) and that ``admin`` still had the demo's first password."""
+    client = request.scope.get("client")
+    return bool(client) and is_loopback(client[0]) and foreign_user(request.scope) is None
 
 
 @router.post("/login")

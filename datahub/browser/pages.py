@@ -167,7 +167,10 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
         local_mode=local,
         labelx=b.labelx,
         cli=b.cli,  # the commands a page names run as shown: under make run, the checkout's venv
-        logout_csrf=session.cookie(request, session.LOGIN_CSRF_COOKIE),
+        # a signed-in page's only (so a local-mode page never asks the catalog for its id)
+        logout_csrf=session.cookie(request, session.login_csrf_cookie(b.services))
+        if principal and not local
+        else "",
         **values,
     )
     return HTMLResponse(html, status_code=status)
@@ -249,7 +252,9 @@ def favicon() -> Response:
 @router.get("/login", response_class=HTMLResponse)
 def login_page(request: Request, next: str = "/", error: str = "") -> Response:
     b = browser_of(request)
-    token = session.cookie(request, session.LOGIN_CSRF_COOKIE) or session.new_login_csrf()
+    token = session.cookie(request, session.login_csrf_cookie(b.services))
+    if not session.form_token_ok(b.services, token):  # none yet, or another server's
+        token = session.new_login_csrf(b.services)
     response = render(
         request,
         "login.html",
@@ -265,7 +270,7 @@ def login_page(request: Request, next: str = "/", error: str = "") -> Response:
 
 
 def _set_form_cookie(request: Request, response: Response, token: str) -> None:
-    session.put_cookie(response, request, session.LOGIN_CSRF_COOKIE, token)
+    session.put_cookie(response, request, session.login_csrf_cookie(browser_of(request).services), token)
 
 
 def _local_path(target: str) -> str:
@@ -289,9 +294,10 @@ def login(
         return RedirectResponse(f"/login?{query}", status_code=303)
     # the session this browser held ends with its cookie (another person signing in on a
     # shared machine), as LabelX's login does
-    session.sign_out(b.services, session.cookie(request, session.SESSION_COOKIE))
+    name = session.session_cookie(b.services)
+    session.sign_out(b.services, session.cookie(request, name))
     response = RedirectResponse(_local_path(next), status_code=303)
-    session.put_cookie(response, request, session.SESSION_COOKIE, session_id, max_age=session.SESSION_SECONDS)
+    session.put_cookie(response, request, name, session_id, max_age=session.SESSION_SECONDS)
     return response
 
 
@@ -300,10 +306,11 @@ def logout(request: Request, csrf: Annotated[str, Form(max_length=200)]) -> Resp
     """End the session server-side (a copy of its cookie stops working), then the cookie."""
     session.check_form(request, csrf)
     b = browser_of(request)
+    name = session.session_cookie(b.services)
     if not b.services.config.api.local_mode:
-        session.sign_out(b.services, session.cookie(request, session.SESSION_COOKIE))
+        session.sign_out(b.services, session.cookie(request, name))
     response = RedirectResponse("/login", status_code=303)
-    delete_cookie(response, session.SESSION_COOKIE)
+    delete_cookie(response, name)
     return response
 
 

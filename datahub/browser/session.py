@@ -13,8 +13,9 @@ revoked. Such a cookie is refused (the person signs in again).
 
 The cookie is HttpOnly and SameSite=Strict, so page scripts never see it and no other site can
 send it; Secure over https, or when signed in from an https page behind a TLS proxy, and then
-named ``__Host-datahub_session`` (``datahub.web.cookies``), which no page on another port or
-http address of the host can write. Scripts may send ``Authorization: Bearer`` instead. In
+named ``__Host-datahub_session_<instance>`` (``datahub.web.cookies``), which no page on another
+port or http address of the host can write. ``<instance>`` is the catalog's (``session_cookie``),
+so two ``datahub serve`` of two catalogs on one host keep their sign-ins apart (caller73). Scripts may send ``Authorization: Bearer`` instead. In
 local mode every caller is the API's ``local`` admin and there is no login. The API itself
 never reads the cookie (a session cannot be turned into an API token: there is no API route
 that makes one), so it needs no CSRF defence; the browser's only writes are login and logout,
@@ -39,8 +40,8 @@ from datahub.errors import AccessDenied, Unauthenticated
 from datahub.web.cookies import read_cookie, secure_cookie, set_cookie
 from datahub.web.forms import FOREIGN_FORM, sent_from_elsewhere
 
-SESSION_COOKIE = "datahub_session"
-LOGIN_CSRF_COOKIE = "datahub_login_csrf"
+SESSION_COOKIE = "datahub_session"  # + "_<instance>": the catalog's (``session_cookie``)
+LOGIN_CSRF_COOKIE = "datahub_login_csrf"  # + "_<instance>", as the session's
 SESSION_SECONDS = 12 * 3600
 MAX_TOKEN_CHARS = 256
 clock = time.time  # when sessions end is read from (tests move it)
@@ -58,7 +59,7 @@ def caller(request: Request, services: Services) -> Principal:
         if scheme.lower() == "bearer":
             principal = _principal(services, bearer.strip())
         else:
-            principal = _signed_in(services, cookie(request, SESSION_COOKIE))
+            principal = _signed_in(services, cookie(request, session_cookie(services)))
     request.state.principal = principal
     return principal
 
@@ -127,17 +128,45 @@ def check_token(services: Services, token: str) -> Principal:
     return _principal(services, token)
 
 
-def new_login_csrf() -> str:
-    return secrets.token_urlsafe(24)
+def session_cookie(services: Services) -> str:
+    """The session cookie's name for this server's catalog: ``datahub_session_<instance>``
+    (``CatalogStore.instance_id``).
+
+    Why not one name for all (caller73): a browser keeps cookies by host, not port, and one
+    cookie per name and path. Two ``datahub serve`` on one host (two homes, two ports) both set
+    ``datahub_session``: signing in to B replaced A's cookie, so A asked the person to sign in
+    again, and signing out of B deleted the cookie A read. LabelX names its cookies per
+    labelx.db the same way (``labelx.auth.session_cookie``)."""
+    return f"{SESSION_COOKIE}_{services.catalog.store.instance_id()}"
+
+
+def login_csrf_cookie(services: Services) -> str:
+    """The sign-in form's double-submit cookie's name: this catalog's own, as the session's."""
+    return f"{LOGIN_CSRF_COOKIE}_{services.catalog.store.instance_id()}"
+
+
+def new_login_csrf(services: Services) -> str:
+    """A sign-in form's token: it starts with the catalog's instance id and a dot, so a token
+    another server of the host set (planted under this one's cookie name) is never taken
+    (``form_token_ok``), as LabelX's form tokens (caller72)."""
+    return f"{services.catalog.store.instance_id()}.{secrets.token_urlsafe(24)}"
+
+
+def form_token_ok(services: Services, token: str) -> bool:
+    """Whether ``token`` is a form token this catalog's servers made (``new_login_csrf``)."""
+    return bool(token) and token.startswith(services.catalog.store.instance_id() + ".")
 
 
 def check_form(request: Request, sent: str) -> None:
     """A login or logout form must come from this site: the Origin header (sent by every
-    browser on a POST) names this host, and the form echoes the cookie's double-submit token."""
+    browser on a POST) names this host, and the form echoes the cookie's double-submit token,
+    which is this catalog's (``new_login_csrf``)."""
     if sent_from_elsewhere(request):
         raise AccessDenied(FOREIGN_FORM)
-    held = cookie(request, LOGIN_CSRF_COOKIE)
-    if not held or not sent or not secrets.compare_digest(held, sent):
+    services = request.app.state.services
+    held = cookie(request, login_csrf_cookie(services))
+    fits = form_token_ok(services, held) and bool(sent)
+    if not fits or not secrets.compare_digest(held.encode(), sent.encode()):
         raise AccessDenied("the form expired; open the page again and retry")
 
 

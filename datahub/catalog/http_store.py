@@ -21,6 +21,7 @@ shorter listing.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import tempfile
 import uuid
@@ -508,6 +509,11 @@ class HttpCatalogStore(CatalogStore):
         raise self._tokens_refused()
 
     # a browser session stands for an API token of the server that checks tokens: its business too
+    def instance_id(self) -> str:
+        """The remote catalog's address, hashed: a server over it keeps no sign-ins (the remote
+        server checks tokens), so this only names the cookies its sign-in form sets."""
+        return hashlib.sha256(self.url.encode()).hexdigest()[:16]
+
     def put_browser_session(self, session: BrowserSession, now: float) -> None:
         raise self._tokens_refused()
 

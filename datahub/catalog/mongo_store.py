@@ -16,6 +16,7 @@ import calendar
 import heapq
 import operator
 import re
+import secrets
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
@@ -88,7 +89,7 @@ from datahub.mongo_client import ProcessClient, database_name
 from datahub.procs import PerProcess
 
 _COLLECTIONS = ("datasets", "versions", "records", "tags", "tokens", "commits", "staged", "epochs", "leases",
-                "dirs", "staged_dirs", "dirs_backfill", "browser_sessions")  # fmt: skip
+                "dirs", "staged_dirs", "dirs_backfill", "browser_sessions", "catalog_meta")  # fmt: skip
 
 
 class _Handles:
@@ -161,6 +162,7 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         self._server_time = urlsplit(url).scheme != "mongomock"
         self.clock, self.sleep = clock, sleep
         self.fault = fault or (lambda point: None)
+        self._instance: str | None = None
         with self._translate(f"open catalog {self._db_name}"):
             create_indexes(self.db)
 
@@ -185,7 +187,7 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
     tags, tokens, commits = _Collection(), _Collection(), _Collection()
     staged, epochs, leases = _Collection(), _Collection(), _Collection()
     dirs, staged_dirs, dirs_backfill = _Collection(), _Collection(), _Collection()
-    browser_sessions = _Collection()
+    browser_sessions, catalog_meta = _Collection(), _Collection()
 
     def close(self) -> None:
         """Close this process's client if the store made it (never a parent's, in a child)."""
@@ -511,6 +513,14 @@ class MongoCatalogStore(MongoCommitProtocol, CatalogStore):
         ]  # fmt: skip
 
     # --- dataset browser sessions -----------------------------------------------------------------
+    def instance_id(self) -> str:
+        if self._instance is None:  # made by the first server that asks; every later one reads it
+            with self._translate("read the catalog's instance id"):
+                made = {"$setOnInsert": {"value": secrets.token_hex(8)}}
+                self.catalog_meta.update_one({"_id": "instance"}, made, upsert=True)
+                self._instance = self.catalog_meta.find_one({"_id": "instance"})["value"]
+        return self._instance
+
     def put_browser_session(self, session: BrowserSession, now: float) -> None:
         with self._translate("store a browser session"):
             self.browser_sessions.delete_many({"expires": {"$lt": now}})

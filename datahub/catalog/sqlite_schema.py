@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import secrets
 import sqlite3
 from typing import Any
 
@@ -26,8 +27,9 @@ from datahub.validation import MAX_JSON_DEPTH, Unreadable, load_stored_json
 # 6: leases (writer leases of workspaces, datahub.catalog.leases; made by the CREATE below);
 # 7: leases.dataset (the workspace's commit target, which the API checks a taker's role on);
 # 8: leases_by_target and leases_by_taker (the lease list a caller sees, made below);
-# 9: browser_sessions (the dataset browser's sign-ins, datahub.browser.session)
-SCHEMA_VERSION = 9
+# 9: browser_sessions (the dataset browser's sign-ins, datahub.browser.session);
+# 10: catalog_meta's "instance" (the catalog's instance id, ``instance_id``)
+SCHEMA_VERSION = 10
 # the principal the API server appended to a lease's holder (``host N pid M [PRINCIPAL]``) and
 # its "]": the text after the holder's last "[" (rtrim strips every character but "[" from the
 # right; a principal has none), in built-in functions only, so an index on it needs nothing
@@ -129,6 +131,10 @@ CREATE TABLE IF NOT EXISTS browser_sessions (
     expires_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS browser_sessions_by_token ON browser_sessions (token_hash);
+CREATE TABLE IF NOT EXISTS catalog_meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 """
     + LEASES_TABLE
 )
@@ -199,6 +205,10 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     # it may write and those it took, never the others (sqlite_store.list_leases, leasefilter18)
     conn.execute("CREATE INDEX IF NOT EXISTS leases_by_target ON leases (dataset, name)")
     conn.execute(f"CREATE INDEX IF NOT EXISTS leases_by_taker ON leases ({LEASE_TAKER}, name)")
+    # made once per file; another process upgrading it at the same time keeps the first one
+    conn.execute(
+        "INSERT OR IGNORE INTO catalog_meta (key, value) VALUES ('instance', ?)", (secrets.token_hex(8),)
+    )
     conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")  # last: a crash before it upgrades again
 
 

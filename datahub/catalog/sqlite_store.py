@@ -150,6 +150,7 @@ class SQLiteCatalogStore(CatalogStore):
             max_idle=max_connections,
         )
         self._gate = CommitGate(f"{self.path}.commit-lock", max_wait=commit_wait_s, mode=self._db.mode)
+        self._instance: str | None = None
         with self._translate(f"open catalog {self.path}"), self._db.connection() as conn:
             ensure_schema(conn)
         # writer leases in a file of their own: a renewal never waits behind a commit (sqlite_leases)
@@ -666,6 +667,14 @@ class SQLiteCatalogStore(CatalogStore):
         ]
 
     # --- dataset browser sessions -----------------------------------------------------------------
+    def instance_id(self) -> str:
+        if self._instance is None:  # one row, never changed: read once
+            rows = self._query(
+                "read the catalog's instance id", "SELECT value FROM catalog_meta WHERE key = 'instance'", ()
+            )
+            self._instance = rows[0][0]
+        return self._instance
+
     def put_browser_session(self, session: BrowserSession, now: float) -> None:
         with self._translate("store a browser session"), self._conn() as conn:
             conn.execute("DELETE FROM browser_sessions WHERE expires_at < ?", (now,))

@@ -288,6 +288,15 @@ class CatalogStore(abc.ABC):
 
     # --- dataset browser sessions (datahub.browser.session) -------------------------------------
     @abc.abstractmethod
+    def instance_id(self) -> str:
+        """This catalog's id: 16 hex digits made once, when the catalog was made or upgraded.
+
+        Why: the dataset browser names its cookies with it (``datahub.browser.session``). A
+        browser keeps cookies by host, not port, so two ``datahub serve`` on one host (two
+        catalogs) shared ``datahub_session``: signing in to one signed the person out of the
+        other (caller73). Every server of one catalog (replicas behind one address) has the same."""
+
+    @abc.abstractmethod
     def put_browser_session(self, session: BrowserSession, now: float) -> None:
         """Keep a sign-in; sessions that ended before ``now`` go meanwhile (none is kept past its
         end: a signed-out browser that never comes back leaves nothing)."""

@@ -194,6 +194,7 @@ def test_a_revoked_token_is_refused_on_every_route(served) -> None:
     app, _, client, env = served
     token = issue_token(env.catalog.store, "root", admin=True)[0]
     session_id = browser_session.sign_in(app.state.services, token)
+    held = browser_session.session_cookie(app.state.services)  # the name the session is read from
     revoke_token(env.catalog.store, token)
     lx = _labelx(app)
     admin = lx.store.create_user("lxroot", "admin", "x")
@@ -219,9 +220,7 @@ def test_a_revoked_token_is_refused_on_every_route(served) -> None:
         if not refused:
             wrong.append((method, path, "bearer", r.status_code, r.text[:120]))
         if page:  # and a browser session of that token
-            r = client.request(
-                method, target, headers={"Cookie": f"{browser_session.SESSION_COOKIE}={session_id}"}
-            )
+            r = client.request(method, target, headers={"Cookie": f"{held}={session_id}"})
             if not (r.status_code == 303 and r.headers["location"].startswith("/login")):
                 wrong.append((method, path, "session", r.status_code, r.text[:120]))
     assert not wrong, "\n".join(map(str, wrong))

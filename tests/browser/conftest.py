@@ -158,12 +158,13 @@ def client(app) -> Iterator[TestClient]:
 
 
 @contextmanager
-def serving(app, tls: tuple[Path, Path] | None = None) -> Iterator[str]:
-    """The app on a loopback port, served by uvicorn in a thread (as ``datahub serve`` does);
-    over https with ``tls`` (certificate and key files)."""
+def serving(app, tls: tuple[Path, Path] | None = None, host: str = "127.0.0.1") -> Iterator[str]:
+    """The app on a loopback port (on ``host``: every address with ``0.0.0.0``), served by
+    uvicorn in a thread (as ``datahub serve`` does); over https with ``tls`` (certificate and
+    key files)."""
     port = free_port()
     certs = {} if tls is None else {"ssl_certfile": str(tls[0]), "ssl_keyfile": str(tls[1])}
-    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", **certs))
+    srv = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", **certs))
     thread = threading.Thread(target=srv.run, daemon=True)
     thread.start()
     started = threading.Event()

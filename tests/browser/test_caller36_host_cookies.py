@@ -143,16 +143,18 @@ def test_both_uis_keep_host_cookies_apart_and_sign_out_alone(https, env: Env) ->
     c.driver.get(f"{base}/labelx/login")
     type_sign_in(c, "alice", PASSWORD)
     held = cookies(c)
-    for name in ("datahub_session", "datahub_login_csrf", lx_session):
+    services = app.state.browser.services  # datahub_*_<instance> (caller73)
+    dh_session, dh_csrf = session.session_cookie(services), session.login_csrf_cookie(services)
+    for name in (dh_session, dh_csrf, lx_session):
         assert name not in held, f"a plain {name} over https"
         kept = held[f"__Host-{name}"]
         assert kept["secure"] and kept["path"] == "/" and kept["httpOnly"] and "domain" in kept
     c.driver.get(f"{base}/")
     c.find("form[action='/logout'] button").click()
     c.wait_for_url(lambda url: url.endswith("/login"))
-    assert "__Host-datahub_session" not in cookies(c) and f"__Host-{lx_session}" in cookies(c)
+    assert f"__Host-{dh_session}" not in cookies(c) and f"__Host-{lx_session}" in cookies(c)
     assert labelx_user(c, base) == "alice"
     # mallory's own dataset browser session, as she can open one anywhere
     mallorys = session.sign_in(app.state.browser.services, issue_token(env.catalog.store, "mallory")[0])
-    plant(c, base, f"datahub_session={mallorys}; path=/", "/")
+    plant(c, base, f"{dh_session}={mallorys}; path=/", "/")
     assert "/login" in c.driver.current_url, "the planted dataset browser session opened the browser"

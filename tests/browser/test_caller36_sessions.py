@@ -61,7 +61,7 @@ def served(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[obj
 def _client(app, cookie: str | None = None) -> TestClient:
     client = TestClient(app, base_url=BASE)
     if cookie is not None:
-        client.cookies.set(session.SESSION_COOKIE, cookie)
+        client.cookies.set(session.session_cookie(app.state.services), cookie)
     return client
 
 
@@ -73,7 +73,7 @@ def sign_in(app, token: str) -> tuple[TestClient, str]:
         "/login", data={"token": token, "csrf": csrf}, headers={"Origin": BASE}, follow_redirects=False
     )
     assert resp.status_code == 303 and resp.headers["location"] == "/", resp.text
-    return client, client.cookies[session.SESSION_COOKIE]
+    return client, client.cookies[session.session_cookie(app.state.services)]
 
 
 def opens(client: TestClient) -> bool:
@@ -90,7 +90,7 @@ def test_sign_out_ends_every_copy_of_the_cookie(served) -> None:
     browser, cookie = sign_in(app, token)
     copy = _client(app, cookie)  # the cookie taken from a proxy log or a shared profile
     assert opens(browser) and opens(copy)
-    csrf = browser.cookies[session.LOGIN_CSRF_COOKIE]
+    csrf = browser.cookies[session.login_csrf_cookie(app.state.services)]
     out = browser.post("/logout", data={"csrf": csrf}, headers={"Origin": BASE}, follow_redirects=False)
     assert out.status_code == 303
     assert not opens(copy), "a copy of the cookie still worked after sign-out"
@@ -138,7 +138,7 @@ def test_signing_in_again_ends_the_session_the_browser_held(served) -> None:
     app, catalog, token = served
     other = issue_token(catalog.store, "bob")[0]
     browser, first = sign_in(app, token)
-    csrf = browser.cookies[session.LOGIN_CSRF_COOKIE]
+    csrf = browser.cookies[session.login_csrf_cookie(app.state.services)]
     resp = browser.post(
         "/login", data={"token": other, "csrf": csrf}, headers={"Origin": BASE}, follow_redirects=False
     )
@@ -161,7 +161,7 @@ def test_a_server_over_a_remote_catalog_says_where_tokens_are_checked(tmp_path: 
             "/login", data={"token": "dh_x", "csrf": csrf}, headers={"Origin": BASE}, follow_redirects=False
         )
         assert resp.status_code == 400 and "on the API server" in resp.text
-        assert session.SESSION_COOKIE not in resp.cookies
+        assert session.session_cookie(app.state.services) not in resp.cookies
         api = client.get("/v1/datasets", headers={"Authorization": "Bearer dh_x"})
         assert api.status_code == 400 and "on the API server" in api.text
         page = _client(app, "x" * 43).get("/", follow_redirects=False)

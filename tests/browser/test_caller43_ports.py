@@ -34,9 +34,9 @@ from tests.labelx.conftest import PASSWORD, add_users
 
 
 @pytest.fixture(scope="module")
-def two_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str, str]]:
+def two_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str, str, object]]:
     """(the browser's URL, the standalone LabelX's URL, alice's API token, the standalone
-    LabelX's session cookie name)."""
+    LabelX's session cookie name, the browser's services: its cookies' names)."""
     tmp = tmp_path_factory.mktemp("caller43-ports")
     env = make_env(tmp / "a", local_mode=False)
     other = make_env(tmp / "b", local_mode=False)
@@ -49,7 +49,7 @@ def two_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, s
     add_users(lone, bob="annotator")
     try:
         with serving(app) as browser_url, serving(lone) as labelx_url:
-            yield browser_url, labelx_url, token, lone.state.labelx.auth.session_cookie
+            yield browser_url, labelx_url, token, lone.state.labelx.auth.session_cookie, app.state.services
     finally:
         lone.state.labelx.store.close()
         cache.close()
@@ -103,21 +103,22 @@ def _labelx_me(jar: Jar, url: str, cookies: str | None = None) -> int | str:
 
 
 def test_each_app_takes_only_its_own_sign_in(two_ports) -> None:
-    browser, labelx, token, lx_session = two_ports
+    browser, labelx, token, lx_session, services = two_ports
+    dh_session = browser_session.session_cookie(services)  # datahub_session_<instance> (caller73)
     jar = Jar()
     jar.browser_sign_in(browser, token)
     csrf = jar.labelx_sign_in(labelx, "bob")
     # both cookies are in the one jar, so both go to both ports; each app reads its own
     names = {c.name for c in jar.client.cookies.jar}
-    assert {browser_session.SESSION_COOKIE, lx_session} <= names, names
+    assert {dh_session, lx_session} <= names, names
     assert _signed_in_browser(jar, browser)
     assert _labelx_me(jar, labelx) == "bob"
     # the LabelX under the browser's port (its own labelx.db) does not take the other's session
     assert _labelx_me(jar, f"{browser}/labelx") == 401
     # a session id of one app under the other's cookie name opens nothing
-    browser_id, labelx_id = jar.cookie(browser_session.SESSION_COOKIE), jar.cookie(lx_session)
+    browser_id, labelx_id = jar.cookie(dh_session), jar.cookie(lx_session)
     assert _labelx_me(jar, labelx, f"{lx_session}={browser_id}") == 401
-    swapped = httpx.get(f"{browser}/", headers={"Cookie": f"{browser_session.SESSION_COOKIE}={labelx_id}"})
+    swapped = httpx.get(f"{browser}/", headers={"Cookie": f"{dh_session}={labelx_id}"})
     assert swapped.status_code == 303 and swapped.headers["location"].startswith("/login")
     # signing in again on one port leaves the other's sign-in as it was
     jar.browser_sign_in(browser, token)
@@ -151,11 +152,11 @@ def test_each_app_takes_only_its_own_sign_in(two_ports) -> None:
 def test_a_csrf_token_of_one_app_is_not_the_others(two_ports) -> None:
     """LabelX's page token belongs to its session: the browser's login-form token, sent by
     the same jar, does not pass LabelX's check, nor LabelX's login-form token the browser's."""
-    browser, labelx, token, lx_session = two_ports
+    browser, labelx, token, lx_session, services = two_ports
     jar = Jar()
     jar.browser_sign_in(browser, token)
     jar.labelx_sign_in(labelx, "bob")
-    browser_form_token = jar.cookie(browser_session.LOGIN_CSRF_COOKIE)
+    browser_form_token = jar.cookie(browser_session.login_csrf_cookie(services))
     r = jar.client.post(f"{labelx}/logout", headers={"X-CSRF-Token": browser_form_token})
     assert r.status_code == 403, r.text
     assert _labelx_me(jar, labelx) == "bob"  # not signed out by it

@@ -24,6 +24,7 @@ import httpx
 import pytest
 
 from datahub.api.tokens import issue_token
+from datahub.browser.session import login_csrf_cookie, session_cookie
 from datahub.cli.serve_cmd import build_app
 from tests.browser.conftest import make_env
 from tests.servers import free_port, wait_for_http
@@ -76,7 +77,8 @@ def test_the_browser_sign_in_is_secure_without_an_origin_and_is_read_back(tmp_pa
         client = TestClient(app, base_url="http://127.0.0.1")  # the proxy's plain-http hop
         form = client.get("/login")
         csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)[1]
-        held = f"__Host-datahub_login_csrf={csrf}"
+        names = app.state.services  # datahub_*_<instance> (caller73)
+        held = f"__Host-{login_csrf_cookie(names)}={csrf}"
         signed = client.post(
             "/login",
             data={"token": token, "csrf": csrf},
@@ -84,8 +86,8 @@ def test_the_browser_sign_in_is_secure_without_an_origin_and_is_read_back(tmp_pa
             follow_redirects=False,
         )
         assert signed.status_code == 303 and signed.headers["location"] == "/", signed.text
-        session = next(c for c in _cookies(signed) if "datahub_session=" in c)
-        assert session.startswith("__Host-datahub_session=") and _secure(session), session
+        session = next(c for c in _cookies(signed) if f"{session_cookie(names)}=" in c)
+        assert session.startswith(f"__Host-{session_cookie(names)}=") and _secure(session), session
         value = session.split(";", 1)[0]
         page = TestClient(app, base_url="http://127.0.0.1").get(
             "/", headers={"Cookie": value}, follow_redirects=False

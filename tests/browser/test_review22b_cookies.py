@@ -21,6 +21,7 @@ from collections.abc import Iterator
 import pytest
 
 from datahub.api.tokens import issue_token
+from datahub.browser.session import session_cookie
 from datahub.cli.serve_cmd import build_app
 from tests.browser.conftest import make_env
 from tests.labelx.conftest import PASSWORD, add_users
@@ -88,7 +89,8 @@ def _secure(set_cookie: str) -> bool:
 def test_the_browser_session_cookie_is_secure_when_signed_in_from_an_https_page(served) -> None:
     app, token = served
     cookie = _sign_in_browser(app, token, HTTPS_PAGE)
-    assert cookie.startswith("__Host-datahub_session=")  # Secure: __Host- since caller36
+    # Secure: __Host- since caller36; the catalog's instance id in the name since caller73
+    assert cookie.startswith(f"__Host-{session_cookie(app.state.services)}=")
     assert _secure(cookie), cookie
     assert "httponly" in cookie.lower()
 

@@ -3,6 +3,8 @@ over a real API server) must pass it."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from datahub.catalog import Catalog, Dataset, Delete, Patch, Put, RecordFilter
@@ -533,6 +535,13 @@ def test_tokens(catalog: Catalog) -> None:
     store.delete_token("h1")
     assert store.get_token("h1") is None
     assert [t.token_hash for t in store.list_tokens()] == ["h2", "h0"]
+
+
+def test_instance_id(catalog: Catalog) -> None:
+    """The catalog's instance id, in the dataset browser's cookie names (caller73): 16 hex
+    digits, the same on every call."""
+    made = catalog.store.instance_id()
+    assert re.fullmatch(r"[0-9a-f]{16}", made) and catalog.store.instance_id() == made
 
 
 def test_browser_sessions(catalog: Catalog) -> None:

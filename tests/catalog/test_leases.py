@@ -165,8 +165,8 @@ def test_a_version_6_sqlite_catalog_keeps_its_leases_and_gains_their_commit_targ
         assert (renewed.epoch, renewed.dataset) == (1, "")
         assert cat.store.acquire_lease("ws", "owner-a", "host a", 60, "ds").dataset == "ds"
     assert (
-        user_version(path) == SCHEMA_VERSION == 9
-    )  # 8: the lease list's indexes (leasefilter18); 9: browser_sessions
+        user_version(path) == SCHEMA_VERSION == 10
+    )  # 8: the lease list's indexes (leasefilter18); 9: browser_sessions; 10: catalog_meta
 
 
 def test_a_version_5_sqlite_catalog_gains_the_lease_table(tmp_path) -> None:
