@@ -606,9 +606,9 @@ def record_page(request: Request, name: str, ref: str, key: str) -> Response:
         return _folder_page(name, ref, key)
     try:
         record = b.catalog.get_record(name, version.seq, check_key(key))
-    except RecordNotFound:  # .../records/train/cat, a folder named as a record: that folder
+    except RecordNotFound as e:  # .../records/train/cat, a folder named as a record: that folder
         if not folders.browse(b.catalog, name, version.seq, prefix=key + "/", limit=1)[0]:
-            raise
+            raise _no_record(b.catalog, name, version.seq, key) from e
         return _folder_page(name, ref, key + "/")
     folder = key.rpartition("/")[0]
     return render(
@@ -622,6 +622,23 @@ def record_page(request: Request, name: str, ref: str, key: str) -> Response:
         image=is_image(key),
         meta=_pretty(record.meta),
         labels=_pretty(record.labels),
+    )
+
+
+def _no_record(catalog: Catalog, name: str, seq: int, key: str) -> RecordNotFound:
+    """A record address naming none, with the ``ls`` that lists what its folder (or, with that
+    folder empty too, the version) has: the page said only "dataset 'sample' version 1 has no
+    record 'train/cat/0999.jpg'", with nothing on where the records are (newuser73)."""
+    folder = key.rpartition("/")[0] + "/" if "/" in key else ""
+    if folder and not folders.browse(catalog, name, seq, prefix=folder, limit=1)[0]:
+        folder = ""
+    listing = f"datahub ls {name}@v{seq}" + (f" --prefix {shlex.quote(folder)}" if folder else "")
+    what = f"the records of its folder {folder!r}" if folder else f"the records of {name}@v{seq}"
+    return RecordNotFound(
+        f"dataset {name!r} version {seq} has no record {key!r}; `{listing}` lists {what}",
+        dataset=name,
+        version=seq,
+        key=key,
     )
 
 
