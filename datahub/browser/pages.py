@@ -42,7 +42,7 @@ from datahub.errors import (
     StorageError,
     Unauthenticated,
 )
-from datahub.validation import check_key, check_name, check_prefix, without_password
+from datahub.validation import check_key, check_name, check_prefix, is_ref, without_password
 from datahub.web import Pages, page_headers
 from datahub.web.cookies import delete_cookie
 
@@ -377,6 +377,11 @@ def version_page(
     request: Request, name: str, ref: str, prefix: str = "", filter: str = "", cursor: str = ""
 ) -> Response:
     b, principal, _ = _dataset(request, name)
+    meant = _ref_meant(name, ref)
+    if meant is not None:  # .../versions/sample@v1 or @v1, the CLI's way: it was 400 "invalid
+        # version 'sample@sample@v1': write DATASET@VERSION", naming what nobody typed (newuser73)
+        query = f"?{request.url.query}" if request.url.query else ""
+        return RedirectResponse(f"/datasets/{quote(name)}/versions/{quote(meant)}{query}", 303)
     version = _lineage_view(b, principal).version(b.catalog.resolve(name, ref))
     check_prefix(prefix)
     if prefix and not prefix.endswith("/"):
@@ -623,6 +628,13 @@ def record_page(request: Request, name: str, ref: str, key: str) -> Response:
         meta=_pretty(record.meta),
         labels=_pretty(record.labels),
     )
+
+
+def _ref_meant(name: str, ref: str) -> str | None:
+    """The version an address's ``NAME@REF`` or ``@REF`` segment means (``v1``), as the dataset's
+    own address takes ``NAME@REF``; None for a plain ref or one naming another dataset."""
+    head, at, tail = ref.rpartition("@")
+    return tail if at and head.strip("@") in ("", name) and is_ref(tail) else None
 
 
 def _no_record(catalog: Catalog, name: str, seq: int, key: str) -> RecordNotFound:
