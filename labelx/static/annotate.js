@@ -146,7 +146,12 @@ function nothingToSubmit() {
   if (S.items.every(i => i.status === "skipped"))
     return `Nothing to submit: every item is skipped, and only labelled items go to review. A skipped item keeps the dataset's label; label one to submit it.`;
   const skipped = S.items.some(i => i.status === "skipped") ? "; skipped items stay out of review" : "";
-  return `Nothing new to submit: every labelled item is already sent for review${skipped}.`;
+  // where they are now: "already sent for review" of items reviewed and accepted read as if the
+  // review were still to come (newuser73)
+  const where = [["submitted", "in review"], ["accepted", "accepted"], ["rejected", "rejected"]]
+    .map(([status, word]) => [S.items.filter(i => i.status === status).length, word])
+    .filter(([n]) => n).map(([n, word]) => `${n} ${word}`).join(", ");
+  return `Nothing new to submit: every labelled item has been sent for review (${where})${skipped}.`;
 }
 
 function renderItems() {
