@@ -82,7 +82,10 @@ function render() {
   ex.hidden = it.dataset_label === null || it.dataset_label === undefined;
   ex.classList.toggle("foreign", !it.dataset_label_fits);
   ex.textContent = `In ${S.view.project.dataset}@v${S.view.project.version}: ${visible(describeDatasetLabel(it))}` +
-    (it.dataset_label_fits ? "" : ". Kept unless you pick a class: a class picked here replaces it when the labels are committed; S skips the item and keeps it.");
+    (it.dataset_label_fits ? "" : editable(it)
+      ? ". Kept unless you pick a class: a class picked here replaces it when the labels are committed; S skips the item and keeps it."
+      // submitted or accepted: no class can be picked here any more (it said "unless you pick a class")
+      : `; the label ${it.status === "accepted" ? "accepted" : "sent for review"} replaces it when the labels are committed.`);
   $("current").replaceChildren(el("span.muted", {}, "Label: "), el("b", {}, describe(it.value)));
   renderOverlay();
   renderBoxList();

@@ -45,6 +45,9 @@ def test_a_label_that_is_not_a_class_is_shown_and_what_a_commit_does_to_it(chrom
         _wait_text(c, "#save-state", "Saved")
         c.find("#submit").click()
         _wait_text(c, "#item-status", "submitted")
+        # sent: no class can be picked here any more, and the note no longer says to (newuser73)
+        _wait_text(c, "#existing", "the label sent for review replaces it when the labels are committed")
+        assert "unless you pick a class" not in c.find("#existing").text
         c.visit(f"{base}/labelx/projects/{pid}/review")
         _wait_text(c, "#count", f"{total} waiting")
         was = {
