@@ -42,7 +42,7 @@ from datahub.errors import (
     StorageError,
     Unauthenticated,
 )
-from datahub.validation import check_key, check_name, check_prefix, without_password
+from datahub.validation import check_key, check_name, check_prefix, is_ref, without_password
 from datahub.web import Pages, page_headers
 from datahub.web.cookies import delete_cookie
 
@@ -384,6 +384,11 @@ def version_page(
     request: Request, name: str, ref: str, prefix: str = "", filter: str = "", cursor: str = ""
 ) -> Response:
     b, principal, _ = _dataset(request, name)
+    meant = _ref_meant(name, ref)
+    if meant is not None:  # .../versions/sample@v1 or @v1, the CLI's way: it was 400 "invalid
+        # version 'sample@sample@v1': write DATASET@VERSION", naming what nobody typed (newuser73)
+        query = f"?{request.url.query}" if request.url.query else ""
+        return RedirectResponse(f"/datasets/{quote(name)}/versions/{quote(meant)}{query}", 303)
     version = _lineage_view(b, principal).version(b.catalog.resolve(name, ref))
     check_prefix(prefix)
     if prefix and not prefix.endswith("/"):
@@ -613,9 +618,9 @@ def record_page(request: Request, name: str, ref: str, key: str) -> Response:
         return _folder_page(name, ref, key)
     try:
         record = b.catalog.get_record(name, version.seq, check_key(key))
-    except RecordNotFound:  # .../records/train/cat, a folder named as a record: that folder
+    except RecordNotFound as e:  # .../records/train/cat, a folder named as a record: that folder
         if not folders.browse(b.catalog, name, version.seq, prefix=key + "/", limit=1)[0]:
-            raise
+            raise _no_record(b.catalog, name, version.seq, key) from e
         return _folder_page(name, ref, key + "/")
     folder = key.rpartition("/")[0]
     return render(
@@ -629,6 +634,30 @@ def record_page(request: Request, name: str, ref: str, key: str) -> Response:
         image=is_image(key),
         meta=_pretty(record.meta),
         labels=_pretty(record.labels),
+    )
+
+
+def _ref_meant(name: str, ref: str) -> str | None:
+    """The version an address's ``NAME@REF`` or ``@REF`` segment means (``v1``), as the dataset's
+    own address takes ``NAME@REF``; None for a plain ref or one naming another dataset."""
+    head, at, tail = ref.rpartition("@")
+    return tail if at and head.strip("@") in ("", name) and is_ref(tail) else None
+
+
+def _no_record(catalog: Catalog, name: str, seq: int, key: str) -> RecordNotFound:
+    """A record address naming none, with the ``ls`` that lists what its folder (or, with that
+    folder empty too, the version) has: the page said only "dataset 'sample' version 1 has no
+    record 'train/cat/0999.jpg'", with nothing on where the records are (newuser73)."""
+    folder = key.rpartition("/")[0] + "/" if "/" in key else ""
+    if folder and not folders.browse(catalog, name, seq, prefix=folder, limit=1)[0]:
+        folder = ""
+    listing = f"datahub ls {name}@v{seq}" + (f" --prefix {shlex.quote(folder)}" if folder else "")
+    what = f"the records of its folder {folder!r}" if folder else f"the records of {name}@v{seq}"
+    return RecordNotFound(
+        f"dataset {name!r} version {seq} has no record {key!r}; `{listing}` lists {what}",
+        dataset=name,
+        version=seq,
+        key=key,
     )
 
 

@@ -82,7 +82,10 @@ function render() {
   ex.hidden = it.dataset_label === null || it.dataset_label === undefined;
   ex.classList.toggle("foreign", !it.dataset_label_fits);
   ex.textContent = `In ${S.view.project.dataset}@v${S.view.project.version}: ${visible(describeDatasetLabel(it))}` +
-    (it.dataset_label_fits ? "" : ". Kept unless you pick a class: a class picked here replaces it when the labels are committed; S skips the item and keeps it.");
+    (it.dataset_label_fits ? "" : editable(it)
+      ? ". Kept unless you pick a class: a class picked here replaces it when the labels are committed; S skips the item and keeps it."
+      // submitted or accepted: no class can be picked here any more (it said "unless you pick a class")
+      : `; the label ${it.status === "accepted" ? "accepted" : "sent for review"} replaces it when the labels are committed.`);
   $("current").replaceChildren(el("span.muted", {}, "Label: "), el("b", {}, describe(it.value)));
   renderOverlay();
   renderBoxList();
@@ -146,7 +149,12 @@ function nothingToSubmit() {
   if (S.items.every(i => i.status === "skipped"))
     return `Nothing to submit: every item is skipped, and only labelled items go to review. A skipped item keeps the dataset's label; label one to submit it.`;
   const skipped = S.items.some(i => i.status === "skipped") ? "; skipped items stay out of review" : "";
-  return `Nothing new to submit: every labelled item is already sent for review${skipped}.`;
+  // where they are now: "already sent for review" of items reviewed and accepted read as if the
+  // review were still to come (newuser73)
+  const where = [["submitted", "in review"], ["accepted", "accepted"], ["rejected", "rejected"]]
+    .map(([status, word]) => [S.items.filter(i => i.status === status).length, word])
+    .filter(([n]) => n).map(([n, word]) => `${n} ${word}`).join(", ");
+  return `Nothing new to submit: every labelled item has been sent for review (${where})${skipped}.`;
 }
 
 function renderItems() {

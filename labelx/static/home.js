@@ -80,7 +80,8 @@ async function createProject(ev) {
   try {
     const p = await api("POST", "/api/projects", body);
     const idle = await idleAnnotators(p, body);
-    msg.className = idle ? "msg err" : "msg ok";
+    // made, with annotators left idle: a warning (orange), not a refusal (red, as "Not created")
+    msg.className = idle ? "msg warn" : "msg ok";
     msg.textContent = `Created ${p.name} with ${counted(p.item_count, "item")}.${idle}`;
     ev.target.reset(); loadProjects();
   } catch (e) { say(msg, e.message, "msg err"); }

@@ -3,7 +3,8 @@
 ``pets``' ``val/`` records say ``bird``; a project of classes cat and dog showed "Label: —"
 and no "In pets@v2: bird" for them, so the annotator never learnt what a picked class would
 replace at commit. Now the annotation page says it, marked as not one of the project's
-classes and what happens to it, and the review card says what accepting replaces.
+classes and what happens to it (in the notice colour: it was red, as an error, newuser73), and
+the review card says what accepting replaces.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ def test_a_label_that_is_not_a_class_is_shown_and_what_a_commit_does_to_it(chrom
         _wait_text(c, "#existing", f"In pets@v{version}: bird (not one of this project's classes)")
         assert "Kept unless you pick a class" in c.find("#existing").text
         assert c.find("#existing").is_displayed()
+        # a notice of what a commit does, styled as one (--warn), not red as an error (newuser73)
+        color = c.find("#existing").value_of_css_property("color")
+        assert color in ("rgba(163, 78, 0, 1)", "rgb(163, 78, 0)"), color
         assert c.find("#current").text == "Label: —"  # no class fits: nothing is preset
         c.check("lx-foreign-2-annotate")
 
@@ -41,6 +45,9 @@ def test_a_label_that_is_not_a_class_is_shown_and_what_a_commit_does_to_it(chrom
         _wait_text(c, "#save-state", "Saved")
         c.find("#submit").click()
         _wait_text(c, "#item-status", "submitted")
+        # sent: no class can be picked here any more, and the note no longer says to (newuser73)
+        _wait_text(c, "#existing", "the label sent for review replaces it when the labels are committed")
+        assert "unless you pick a class" not in c.find("#existing").text
         c.visit(f"{base}/labelx/projects/{pid}/review")
         _wait_text(c, "#count", f"{total} waiting")
         was = {

@@ -2,7 +2,9 @@
 
 It sends only labelled items, so with every item skipped it stays disabled: the page said
 nothing of why, and the button looked broken. The controls now say it beside the button (and
-the button is described by that line for a screen reader).
+the button is described by that line for a screen reader). With the labelled items sent, the
+line says where they are (in review, accepted, rejected): it said "already sent for review" of
+items accepted (newuser73).
 """
 
 from __future__ import annotations
@@ -47,3 +49,23 @@ def test_submit_says_why_it_is_disabled_when_every_item_is_skipped(chrome: Chrom
         c.find("body").send_keys("1")  # a label on the last item: it can be submitted
         c.until(lambda d: not d.find_element("css selector", "#submit").get_attribute("disabled"))
         assert c.find("#submit-why").text == ""
+        # sent, then reviewed: the line says where the labelled item is, not that its review is to
+        # come ("already sent for review" of an item accepted, newuser73)
+        c.find("#submit").click()
+        _wait_text(c, "#banner", "1 item submitted for review")
+        why = (
+            "Nothing new to submit: every labelled item has been sent for review ({});"
+            " skipped items stay out of review."
+        )
+        _wait_text(c, "#submit-why", why.format("1 in review"))
+        accepted = c.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "(async () => { for (const it of await api('GET', `/api/projects/${arguments[0]}/review`))"
+            "  await api('POST', `/api/items/${it.id}/review`, {version: it.version, accept: true}); })()"
+            ".then(() => done('ok'), e => done(String(e)));",
+            made["id"],
+        )
+        assert accepted == "ok", accepted
+        c.visit(f"{base}/labelx/tasks/{task}")
+        _wait_text(c, "#submit-why", why.format("1 accepted"))
+        assert c.find("#submit-why").text == why.format("1 accepted")
