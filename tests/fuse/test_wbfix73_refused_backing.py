@@ -12,7 +12,6 @@ the file held what its last fsync had committed.
 from __future__ import annotations
 
 import contextlib
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuse.conftest import FuseEnv, make_env
-from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
+from tests.fuse.test_wbreview71_passthrough_sync import sync_write_then_kill_9
 from tests.servers import S3Endpoint
 
 pytestmark = pytest.mark.fuse
@@ -57,29 +56,12 @@ def _overlay(at: Path, base: Path) -> Iterator[None]:
 @pytest.mark.parametrize("how", ["o_sync-open", "rwf_dsync"])
 def test_a_sync_write_to_a_staged_file_served_with_direct_io_survives_kill_9(env: FuseEnv, how: str) -> None:
     name = "w73ovl"
-    mnt = env.mountpoint(name)
     staging = env.root / "var" / "cache" / "shared" / "writeback-staging" / name  # Workspace.staging
-    held: list[int] = []
+
+    def refused() -> None:
+        log = (env.root / f"mount-{env.mountpoint(name).name}.log").read_text()
+        assert "backing file refused" in log  # staged, served through the daemon
+
     with _overlay(staging, env.root / "overlay"):
-        try:
-            with env.mounted(mnt, "--workspace", name, "--passthrough") as proc:
-                _wait_passthrough(env, mnt)
-                staged = os.open(mnt / "f.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                held.append(staged)
-                assert os.write(staged, b"x" * 10) == 10
-                os.fsync(staged)  # acknowledged: "xxxxxxxxxx"
-                log = (env.root / f"mount-{mnt.name}.log").read_text()
-                assert "backing file refused" in log  # staged, served through the daemon
-                if how == "rwf_dsync":
-                    assert os.pwritev(staged, [b"SYNC"], 0, os.RWF_DSYNC) == 4
-                else:
-                    second = os.open(mnt / "f.log", os.O_WRONLY | os.O_SYNC)
-                    held.append(second)
-                    assert os.pwrite(second, b"SYNC", 0) == 4
-                _kill_9(proc)  # no close, no fsync after the synchronous write
-                got = _remounted(env, mnt, name)
-        finally:
-            for fd in held:
-                with contextlib.suppress(OSError):
-                    os.close(fd)  # the mount is gone: ENOTCONN
+        got = sync_write_then_kill_9(env, name, how, refused)
     assert got.get("f.log") == b"SYNCxxxxxx"

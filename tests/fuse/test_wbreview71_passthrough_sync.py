@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,17 @@ def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
     ],
 )
 def test_a_sync_write_to_a_staged_file_survives_kill_9(env: FuseEnv, how: str, expected: bytes) -> None:
-    name = "w71ptsync"
+    assert sync_write_then_kill_9(env, "w71ptsync", how).get("f.log") == expected
+
+
+def sync_write_then_kill_9(
+    env: FuseEnv, name: str, how: str, staged_check: Callable[[], None] = lambda: None
+) -> dict:
+    """A ``--passthrough`` workspace ``name``: ``f.log`` written and fsynced (``xxxxxxxxxx``)
+    through one handle, ``staged_check()``, then ``SYNC`` written at 0 synchronously (``how``:
+    ``rwf_dsync`` on that handle, else through a second ``O_SYNC`` open, ``O_TRUNC`` too when
+    ``how`` says ``o_trunc``), the daemon killed with no close or fsync after it: the
+    workspace's files as mounted again."""
     mnt = env.mountpoint(name)
     held: list[int] = []
     try:
@@ -58,6 +69,7 @@ def test_a_sync_write_to_a_staged_file_survives_kill_9(env: FuseEnv, how: str, e
             held.append(staged)
             assert os.write(staged, b"x" * 10) == 10
             os.fsync(staged)  # acknowledged: "xxxxxxxxxx"
+            staged_check()
             if how == "rwf_dsync":
                 assert os.pwritev(staged, [b"SYNC"], 0, os.RWF_DSYNC) == 4
             else:
@@ -66,12 +78,11 @@ def test_a_sync_write_to_a_staged_file_survives_kill_9(env: FuseEnv, how: str, e
                 held.append(second)
                 assert os.pwrite(second, b"SYNC", 0) == 4
             _kill_9(proc)  # no close, no fsync after the synchronous write
-            got = _remounted(env, mnt, name)
+            return _remounted(env, mnt, name)
     finally:
         for fd in held:
             with contextlib.suppress(OSError):
                 os.close(fd)  # the mount is gone: ENOTCONN
-    assert got.get("f.log") == expected
 
 
 def test_an_o_sync_handle_beside_passthrough_ones_reads_and_is_read_coherently(env: FuseEnv) -> None:
