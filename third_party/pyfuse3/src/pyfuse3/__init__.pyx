@@ -570,7 +570,10 @@ cdef class FileInfo:
             # inode's backing file, as the kernel demands of every open beside passthrough
             # ones (datahub: an O_SYNC handle of a workspace's staged file)
             out.keep_cache = 0
-            out.direct_io = 1 if self.direct_io else 0
+            if self.direct_io:  # a conditional expression into the bitfield warns (-Wconversion)
+                out.direct_io = 1
+            else:
+                out.direct_io = 0
             out.nonseekable = 0
             return
 
