@@ -40,15 +40,21 @@ SIZES = [
 
 
 class Writers:
-    """What each name was acknowledged as (its close returned 0), and what a rewrite in flight
-    (opened, not yet acknowledged) would leave, per name."""
+    """What each name was acknowledged as (its close returned 0), and what the one commit in
+    flight at the kill (a close or a FLUSH of a dup whose reply the kill cut off: committed
+    or not) would leave, per name."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.acked: dict[str, bytes | None] = {}  # None: never acknowledged
-        self.pending: dict[str, bytes] = {}
+        self.pending: dict[str, bytes] = {}  # the bytes the commit in flight would leave
         self.stop = threading.Event()
         self.closes = 0
+        self.errors: list[OSError] = []  # an errno a killed daemon does not explain
+
+    def _committing(self, name: str, data: bytes) -> None:
+        with self.lock:
+            self.pending[name] = data
 
     def run(self, root: Path, seed: int) -> None:
         r = random.Random(seed)
@@ -57,20 +63,27 @@ class Writers:
             data = os.urandom(r.choice(SIZES))
             with self.lock:
                 self.acked.setdefault(name, None)
-                self.pending[name] = data
+                self.pending.pop(name, None)  # an O_TRUNC open or a WRITE commits nothing
             try:
                 fd = os.open(root / name, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o644)
                 try:
                     for off in range(0, len(data), MiB):
                         os.write(fd, data[off : off + MiB])
                         if r.random() < 0.3:  # a FLUSH of this handle: what it wrote so far is acknowledged
+                            # its commit can land and the kill cut its reply off (close(2) of
+                            # the dup fails): then the file is this prefix (stop 74: seen once
+                            # in CI, a 4 MiB + 123 B file back as its 2 MiB prefix)
+                            self._committing(name, data[: off + MiB])
                             os.close(os.dup(fd))
                             with self.lock:
                                 self.acked[name] = data[: off + MiB]
+                    self._committing(name, data)
                 finally:
                     os.close(fd)
             except OSError as exc:  # the daemon was killed: nothing of this rewrite was acknowledged
-                assert exc.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.ECANCELED, errno.EIO), exc
+                if exc.errno not in (errno.ENOTCONN, errno.ECONNABORTED, errno.ECANCELED, errno.EIO):
+                    with self.lock:
+                        self.errors.append(exc)
                 return
             with self.lock:
                 self.acked[name] = data
@@ -129,6 +142,7 @@ def test_acknowledged_files_survive_kill_9_of_a_c_loop_daemon(
             writers.stop.set()
             for t in threads:
                 t.join(60)
+    assert not writers.errors, writers.errors
     # over the stale mount; --threads 300 (accepted: at least 1) runs at most 256 C threads
     # (dispatch.h's bound): before (review20c), --threads + 1 above it made pyfuse3.dispatch
     # raise once the mount was up, the daemon exited ("this is a datahub bug") and left the
@@ -143,7 +157,8 @@ def test_acknowledged_files_survive_kill_9_of_a_c_loop_daemon(
                 got: bytes | None = (root / name).read_bytes()
             except FileNotFoundError:
                 got = None
-            # a rewrite opened with O_TRUNC and never acknowledged leaves the file as it was acknowledged
+            # a rewrite opened with O_TRUNC and never acknowledged leaves the file as it was
+            # acknowledged, or as the commit in flight at the kill left it
             if got != acked and got != writers.pending.get(name):
                 wrong.append((name, None if got is None else len(got), None if acked is None else len(acked)))
         assert not wrong, wrong
