@@ -478,6 +478,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
                 writeback_cache=m.writeback_cache,
                 c_writes=m.c_writes,
                 request_loop=m.request_loop,
+                shared=m.allow_other,
             ),
             mountpoint,
             mount_options(
