@@ -526,8 +526,9 @@ class WorkspaceOps(Ops):
         # CPU of trio.to_thread's hop (fuse_adapter/hop.py); never abandoned, as before
         self._hop = Hop(threads, "workspace")
         self.view = view  # fuse_adapter.workspace.WorkspaceView
-        # other accounts may enter (allow_other): a chmod that would hide a file from them is
-        # refused, never accepted and ignored (``_keep_mode``)
+        # other accounts may enter (allow_other) and the files are the mounter's: a chmod that
+        # would hide a file from them is refused, never accepted and ignored (``_keep_mode``;
+        # workspace.shown_to_others)
         self.shared = shared
         view.forget_entry = partial(forget_entry_within, timeout)
         self.timeout = timeout

@@ -131,3 +131,16 @@ def test_other_accounts_read_and_list_and_change_nothing(shared_ws: tuple[FuseEn
         "setxattr": "EACCES",
     }
     assert (mnt / "mine.txt").read_bytes() == b"mine" and not (mnt / "theirs.txt").exists()
+
+
+def test_a_mount_shown_as_another_accounts_keeps_accepting_chmod(env: FuseEnv) -> None:
+    """``--uid``/``--gid`` naming another account: a mount made for that account (the CSI
+    plugin's for a pod, its target out of other accounts' reach), where a refused chmod would
+    only fail the pod's copies of 0600 files (``shutil.copy2``)."""
+    mnt = env.mountpoint("for-nobody")
+    with env.mounted(
+        mnt, "--workspace", "for-nobody", "--allow-other", "--uid", str(NOBODY), "--gid", str(NOBODY)
+    ):
+        (mnt / "creds.json").write_bytes(b"{}")
+        os.chmod(mnt / "creds.json", 0o600)  # accepted, ignored (docs/semantics.md)
+        assert stat.S_IMODE((mnt / "creds.json").stat().st_mode) == 0o644
