@@ -97,6 +97,17 @@ def test_a_chmod_hiding_a_file_from_other_accounts_is_refused(shared_ws: tuple[F
     assert "chmod 0600 of 'creds.json' refused" in log and "--allow-other" in log, log[-2000:]
 
 
+def test_a_file_created_0600_is_shown_0644_to_every_account(shared_ws: tuple[FuseEnv, Path]) -> None:
+    """What is not refused, and docs/semantics.md says: a create's mode is not kept either
+    (refusing it would fail every ``mkstemp``), so a private file does not belong here."""
+    _, mnt = shared_ws
+    fd = os.open(mnt / "made-0600", os.O_CREAT | os.O_WRONLY | os.O_EXCL, 0o600)
+    os.write(fd, b"key")
+    os.close(fd)
+    assert stat.S_IMODE((mnt / "made-0600").stat().st_mode) == 0o644
+    assert as_nobody(mnt, {"read": lambda: Path("made-0600").read_bytes()}) == {"read": "ok"}
+
+
 def test_other_accounts_read_and_list_and_change_nothing(shared_ws: tuple[FuseEnv, Path]) -> None:
     _, mnt = shared_ws
     (mnt / "mine.txt").write_bytes(b"mine")
