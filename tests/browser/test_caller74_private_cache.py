@@ -123,3 +123,43 @@ def test_a_kept_picture_is_a_304_only_for_who_may_still_read_it(tmp_path: Path) 
         for path, etag in etags.items():
             gone = client.get(path, headers={**bearer, "If-None-Match": etag})
             assert gone.status_code == 404 and gone.content != b"", path
+
+
+def test_labelx_answers_opened_in_the_browser_are_not_shown_after_sign_out(
+    chrome: Chrome,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A LabelX API answer opened as a document (a JSON listing, an export): its page was
+    ``no-store`` since caller34, its JSON was not, so Back after "Sign out" showed the projects
+    (and their tasks, items, labels) from the browser's cache without asking the server."""
+    c = chrome
+    with pets_env(tmp_path, local_mode=False, in_ram=True) as env:
+        env.catalog.update_dataset("pets", acl={"admin": "reader"})
+        app = create_labelx_app(env.config, catalog=env.catalog, stores=env.stores)
+        add_users(app, admin="admin", alice="annotator", bob="annotator")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                make_project(Session(app, "admin"), "c74-secret-project")
+            with serving(app) as base:
+                c.visit(f"{base}/login")
+                type_sign_in(c, "admin", PASSWORD)
+                c.driver.get(f"{base}/api/projects")
+                assert "c74-secret-project" in c.find("body").text
+                # out of the back/forward cache, as a document is once its time there is up
+                c.driver.execute_script("window.addEventListener('unload', () => {})")
+                c.driver.get_log("browser")  # a JSON answer opened as a page asks for /favicon.ico (404)
+                c.visit(f"{base}/")
+                c.find("#logout").click()
+                c.wait_for_url(lambda url: url.endswith("/login"))
+                signed_out = c.driver.current_url
+                c.driver.execute_script("history.go(-2)")  # back to the JSON answer
+                # the cache's copy (the base), or the server's answer: the login page (next=...)
+                c.until(lambda d: d.current_url != signed_out)
+                c.settle()
+                assert "c74-secret-project" not in c.find("body").text, (
+                    f"Back after Sign out shows {c.driver.current_url} from the browser's cache"
+                )
+                c.driver.get_log("browser")  # the 401 of the answer asked for again
+        finally:
+            app.state.labelx.store.close()
