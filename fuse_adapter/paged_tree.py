@@ -592,10 +592,8 @@ class PagedTree:
                 self.read_aheads += 1
             try:
                 self._page(ino, wait=True)
-            except (
-                ListingUnavailable,
-                AccessDenied,
-            ) as exc:  # the reader that needs it lists it again itself
+            # the reader that needs it lists it again itself (and is told, if it is refused)
+            except (ListingUnavailable, AccessDenied) as exc:
                 log.debug("reading a directory ahead: %s", exc)
             with self._lock:
                 if self._ahead == ino:
