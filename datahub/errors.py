@@ -162,6 +162,15 @@ class AccessDenied(DatahubError):
     code, http_status, errno, exit_code = "access_denied", 403, _errno.EACCES, 6
 
 
+class ModeNotKept(AccessDenied):
+    """A chmod that would hide a workspace file from the other accounts a mount lets in: the
+    mount shows every file 0644 whatever is asked, so accepting it told the owner the file was
+    private while they went on reading it (caller74). EPERM, as chmod(2) answers a mode change
+    it may not make."""
+
+    code, errno = "mode_not_kept", _errno.EPERM
+
+
 class TooManyAttempts(DatahubError):
     """Too many failed sign-ins (a password, typed again) for one account or from one client
     address: refused unchecked until ``details["retry_after"]`` seconds passed, so passwords

@@ -32,7 +32,7 @@ from urllib.parse import quote
 import pyfuse3
 import trio
 
-from datahub.errors import DatahubError, InvalidInput
+from datahub.errors import DatahubError, InvalidInput, ModeNotKept
 from fuse_adapter.fast_path import Build, FastPath, c_writes_off, write_passthrough_off
 from fuse_adapter.fastread import FastReads
 from fuse_adapter.hop import Hop, Job
@@ -509,6 +509,7 @@ class WorkspaceOps(Ops):
         writeback_cache: bool = False,
         c_writes: bool = False,
         request_loop: str = "c",
+        shared: bool = False,
     ) -> None:
         if not BUILD.write_cached:  # write() would fail every WRITE (it takes ``cached``)
             raise DatahubError(
@@ -525,6 +526,10 @@ class WorkspaceOps(Ops):
         # CPU of trio.to_thread's hop (fuse_adapter/hop.py); never abandoned, as before
         self._hop = Hop(threads, "workspace")
         self.view = view  # fuse_adapter.workspace.WorkspaceView
+        # other accounts may enter (allow_other) and the files are the mounter's: a chmod that
+        # would hide a file from them is refused, never accepted and ignored (``_keep_mode``;
+        # workspace.shown_to_others)
+        self.shared = shared
         view.forget_entry = partial(forget_entry_within, timeout)
         self.timeout = timeout
         off = write_passthrough_off(write_passthrough, BUILD)  # passthrough writes: asked at INIT
@@ -616,10 +621,26 @@ class WorkspaceOps(Ops):
     async def setattr(self, inode, attr, fields, fh, ctx):
         if fields.update_uid or fields.update_gid:
             raise pyfuse3.FUSEError(errno.EPERM)
+        if fields.update_mode and self.shared:
+            self._keep_mode(inode, attr.st_mode)
         if fields.update_size:
             return self._entry(await self._thread(self.view.truncate, inode, attr.st_size, fh))
         # chmod and utimes are accepted and ignored (docs/semantics.md)
         return self._entry(self.view.getattr(inode))
+
+    def _keep_mode(self, inode: int, mode: int) -> None:
+        """ModeNotKept when ``mode`` takes a bit the mount shows to group or others: on a mount
+        other accounts enter, the file stays 0644 (a folder 0755) for them whatever is asked,
+        so accepting ``chmod 600`` told its owner it was private while everyone read it."""
+        shown = self.view.getattr(inode).mode & 0o777
+        taken = shown & 0o077 & ~mode
+        if taken:
+            raise ModeNotKept(
+                f"chmod {mode & 0o7777:04o} of {self.view.path_of(inode)!r} refused: this workspace "
+                f"mount lets every local account in (--allow-other) and shows it {shown:04o} to "
+                "them whatever is asked; keep private files out of it, or mount without --allow-other",
+                mode=f"{mode & 0o7777:04o}",
+            )
 
     @_fuse_errors
     async def opendir(self, inode, ctx):

@@ -405,7 +405,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
     commit if asked). Blocks."""
     from fuse_adapter.allocator import keep_large_buffers
     from fuse_adapter.quota import Quota
-    from fuse_adapter.workspace import WorkspaceView, owner_only
+    from fuse_adapter.workspace import WorkspaceView, owner_only, shown_to_others
 
     mountpoint = m.mountpoint
     try:
@@ -478,6 +478,7 @@ def serve_workspace(m: WorkspaceMount, ctx: CliContext) -> int:
                 writeback_cache=m.writeback_cache,
                 c_writes=m.c_writes,
                 request_loop=m.request_loop,
+                shared=shown_to_others(allow_other=m.allow_other, uid=view.uid, gid=view.gid),
             ),
             mountpoint,
             mount_options(

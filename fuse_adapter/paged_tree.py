@@ -38,7 +38,15 @@ from itertools import accumulate
 from operator import itemgetter
 
 from datahub.catalog.model import DirFile
-from datahub.errors import InvalidKey, ListingUnavailable, NotFound
+from datahub.errors import (
+    AccessDenied,
+    DatahubError,
+    DatasetNotFound,
+    InvalidKey,
+    ListingUnavailable,
+    NotFound,
+    Unauthenticated,
+)
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_key
 from fuse_adapter.tree import DIR, FILE, Attr, ListingTree
@@ -74,6 +82,23 @@ class PagedVersion:
     @property
     def name(self) -> str:
         return f"{self.dataset}@v{self.seq}"
+
+
+def _refused(version: PagedVersion, doing: str, exc: DatahubError) -> AccessDenied:
+    """The catalog refused this mount's token for ``version``'s dataset (a token revoked, a
+    role removed, the dataset deleted: a server answers a dataset hidden from the token as a
+    missing one) while the mount runs: EACCES, not the EIO of a catalog that does not answer,
+    and said as that, with what stays readable and what to do. Its "dataset not found; create
+    it first" named the dataset the mount was serving as one to create (caller74)."""
+    why = "" if isinstance(exc, DatasetNotFound) else f" ({exc})"
+    return AccessDenied(
+        f"{version.name}: the catalog refused this mount's token for dataset {version.dataset!r}, "
+        f"{doing}{why}: the token was revoked, or no longer holds a role on the dataset, or the "
+        "dataset was deleted. What this mount has listed stays readable (names, and bytes from "
+        "this node's cache or the origin); nothing new is listed. Ask the dataset's owner for a "
+        "grant, or put a new token in $DATAHUB_API_TOKEN, and remount",
+        dataset=version.dataset,
+    )
 
 
 @dataclass(slots=True)
@@ -302,6 +327,8 @@ class PagedTree:
             try:
                 with _COLLECTOR.held():
                     loading.page = self._list(ino, where)
+            except (Unauthenticated, AccessDenied, DatasetNotFound) as exc:
+                loading.error = _refused(where.version, f"listing directory {where.prefix or '/'!r}", exc)
             except Exception as exc:  # the catalog failed (part-way or not): unknown, not absent
                 loading.error = ListingUnavailable(
                     f"{where.version.name}: listing directory {where.prefix or '/'!r} from the catalog "
@@ -465,6 +492,8 @@ class PagedTree:
         self.probes += 1
         try:
             present = self._has_entries(where.version, prefix)
+        except (Unauthenticated, AccessDenied, DatasetNotFound) as exc:
+            raise _refused(where.version, f"looking up directory {prefix!r}", exc) from exc
         except Exception as exc:  # the catalog failed: unknown, not absent
             raise ListingUnavailable(
                 f"{where.version.name}: looking up directory {prefix!r} in the catalog failed ({exc}); "
@@ -563,7 +592,8 @@ class PagedTree:
                 self.read_aheads += 1
             try:
                 self._page(ino, wait=True)
-            except ListingUnavailable as exc:  # the reader that needs it lists it again itself
+            # the reader that needs it lists it again itself (and is told, if it is refused)
+            except (ListingUnavailable, AccessDenied) as exc:
                 log.debug("reading a directory ahead: %s", exc)
             with self._lock:
                 if self._ahead == ino:

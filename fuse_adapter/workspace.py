@@ -1226,3 +1226,15 @@ def owner_only(*, allow_other: bool, uid: int, gid: int) -> bool:
     ``allow_other`` or another uid/gid shown, the option stays.
     """
     return not allow_other and uid == os.getuid() and gid == os.getgid()
+
+
+def shown_to_others(*, allow_other: bool, uid: int, gid: int) -> bool:
+    """True when every local account may enter the mount and its files are shown as the
+    mounter's own: there a ``chmod`` that would hide a file from the others is refused
+    (``WorkspaceOps._keep_mode``), since they go on reading it 0644.
+
+    A mount shown as another account's (``--uid``/``--gid``) is one made for that account:
+    the CSI plugin's for a pod, whose target no other account of the node reaches (the
+    kubelet's directories), and where a refused chmod would only fail the pod's copies of
+    0600 files (``shutil.copy2``, ``cp -p``)."""
+    return allow_other and uid == os.getuid() and gid == os.getgid()

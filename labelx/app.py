@@ -233,6 +233,8 @@ def create_labelx_app(
 
     @app.middleware("http")
     async def _headers(request: Request, call_next: Any) -> Response:
+        # asked before routing, which moves the scope's root_path to the mount it reaches
+        static = request.url.path.startswith(f"{pages.base_path(request)}/static/")
         response = await call_next(request)
         name = lx.auth.session_cookie
         if len({v for v in cookie_values(request, name) if lx.auth.ours(v)}) > 1:
@@ -246,11 +248,11 @@ def create_labelx_app(
                     response.delete_cookie(name, path=path)
         for name, value in security_headers().items():  # the same CSP as the dataset browser
             response.headers.setdefault(name, value)
-        if (
-            response.headers.get("content-type", "").startswith("text/html")
-            or 300 <= response.status_code < 400
-        ):
-            # a page holds its session's CSRF token and user: never kept (datahub.web.PAGE_CACHE)
+        if not static:
+            # a page holds its session's CSRF token and user, an API answer the person's projects,
+            # tasks and labels: never kept (datahub.web.PAGE_CACHE). Only pages and redirects
+            # were: a JSON answer opened in the browser (or an export) was shown again by Back
+            # after Sign out, from the cache (caller74). Pictures say their own (private, no-cache)
             response.headers.setdefault("Cache-Control", PAGE_CACHE["Cache-Control"])
         return response
 

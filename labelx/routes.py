@@ -11,6 +11,7 @@ from starlette.concurrency import run_in_threadpool
 from datahub.errors import DatahubError
 from datahub.storage.base import ObjectRef
 from datahub.validation import check_name
+from datahub.web.revalidate import private_answer, strong_etag
 from labelx import export
 from labelx.auth import hash_password
 from labelx.deps import LX, RowId, Who
@@ -272,16 +273,23 @@ def review(lx: LX, who: Who, item_id: RowId, body: ItemReview) -> ItemOut:
     },
 )
 def image(
-    lx: LX, who: Who, item_id: RowId, size: Literal["thumb", "preview", "original"] = "preview"
+    request: Request,
+    lx: LX,
+    who: Who,
+    item_id: RowId,
+    size: Literal["thumb", "preview", "original"] = "preview",
 ) -> Response:
     item = lx.service.item_for(who.user, item_id)
     ref = ObjectRef(item.url, item.etag, item.size)
-    try:
-        if size == "original":
-            data, media = lx.images.read(ref), "application/octet-stream"
-        else:
-            data, media = lx.images.preview(ref, size), "image/jpeg"
-    except DatahubError as exc:
-        raise lx.service.picture_error(item, exc) from None
-    # the URL names immutable bytes for this item (record etag), so browsers may keep it
-    return Response(data, media_type=media, headers={"Cache-Control": "private, max-age=86400"})
+
+    def data() -> bytes:
+        try:
+            return lx.images.read(ref) if size == "original" else lx.images.preview(ref, size)
+        except DatahubError as exc:
+            raise lx.service.picture_error(item, exc) from None
+
+    # the item's object (URL, record etag, size) and the size name the bytes: the browser may
+    # keep them but asks again at each use, after the access check above (a day of max-age
+    # showed a project's images after Sign out: caller74, datahub.web.revalidate)
+    media = "application/octet-stream" if size == "original" else "image/jpeg"
+    return private_answer(request, strong_etag(ref.url, ref.etag, ref.size, size), data, media)

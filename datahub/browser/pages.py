@@ -45,6 +45,7 @@ from datahub.errors import (
 from datahub.validation import check_key, check_name, check_prefix, is_ref, without_password
 from datahub.web import Pages, page_headers
 from datahub.web.cookies import delete_cookie
+from datahub.web.revalidate import private_answer, strong_etag
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".gif", ".webp", ".bmp", ".tif", ".tiff")
 PAGE = 100  # entries per page everywhere
@@ -685,8 +686,10 @@ def chart_image(
         (name, version.seq, prefix, str(where or "")),
         lambda: charts.summarise(b.catalog.store.list_records(name, version.seq, prefix=prefix, where=where)),
     )
-    svg = b.pages.render("chart.svg", figure=charts.figure(summary, which))
-    return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "private, max-age=3600"})
+    svg = b.pages.render("chart.svg", figure=charts.figure(summary, which)).encode()
+    # asked for again at each use: a kept chart of a dataset the person may no longer read
+    # (signed out, role removed) was shown for an hour without the server (caller74)
+    return private_answer(request, strong_etag(svg), lambda: svg, "image/svg+xml")
 
 
 @router.get("/thumbs/{name}/{seq}/{key:path}")
@@ -694,17 +697,23 @@ def thumbnail(request: Request, name: str, seq: int, key: str) -> Response:
     b, _, _ = _dataset(request, name)
     version = b.catalog.resolve(name, seq)
     record = b.catalog.get_record(name, version.seq, check_key(key))
+    ref = record.ref
     try:
-        data = b.images.preview(record.ref, "thumb")
+        # the URL names an immutable version; the object's URL, etag and size name the JPEG.
+        # Kept by the browser, but asked for again at each use (datahub.web.revalidate): a week
+        # of max-age showed a private dataset's thumbnails after Sign out (caller74)
+        return private_answer(
+            request,
+            strong_etag(ref.url, ref.etag, ref.size, "thumb"),
+            lambda: b.images.preview(ref, "thumb"),
+            "image/jpeg",
+        )
     except (ObjectChanged, ObjectNotFound, InvalidInput, StorageError) as exc:
         # the record exists but has no picture to show: say why in the picture, so a page of
         # thumbnails shows every record and its console stays clean
         svg = b.pages.render("no_preview.svg", reason=_NO_PREVIEW.get(exc.code, exc.code))
         headers = {"Cache-Control": "no-store", "X-Datahub-Error": exc.code}
         return Response(svg, media_type="image/svg+xml", headers=headers)
-    # the URL names an immutable version and the preview immutable bytes
-    cache = {"Cache-Control": "private, max-age=604800, immutable"}
-    return Response(data, media_type="image/jpeg", headers=cache)
 
 
 _NO_PREVIEW = {

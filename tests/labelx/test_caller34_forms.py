@@ -80,6 +80,12 @@ def test_labelx_pages_are_never_kept_by_the_browser(app) -> None:
     _sign_in(client, "admin")
     home = client.get("/", headers={"Accept": "text/html"})
     assert home.status_code == 200 and home.headers["cache-control"] == "no-store"
+    # nor are its API answers (caller74: a JSON answer opened as a page came back after Sign
+    # out, tests/browser/test_caller74_private_cache.py); static files keep the browser's rules
+    for path in ("/api/me", "/api/projects", "/api/no-such-route"):
+        assert client.get(path).headers["cache-control"] == "no-store", path
+    static = client.get("/static/app.css")
+    assert static.status_code == 200 and "cache-control" not in static.headers
 
 
 def test_two_session_cookies_are_refused_and_expired(app) -> None:
