@@ -62,8 +62,25 @@ PREFIX_PATTERN = "^(?:/*|(?!/)(?!.*//+[^/])(?!(.*/)?[.][.]?(/|$))(?=.{0,1023}[^/
 # (doubles) too: so a schema-valid value is always one the server takes.
 MAX_SEQ = 2**53 - 1  # the largest version number a reference may name
 MAX_SIZE = 2**62  # bytes of one record (4 EiB)
+_SEQ_DIGITS = len(str(MAX_SEQ))
 MAX_JSON_DEPTH = 32  # nesting levels of a record's meta / labels (the mapping itself is level 1)
 MAX_JSON_BYTES = 64 * 1024  # compact JSON size of each of meta / labels
+
+
+def version_number(digits: str) -> int:
+    """The number a version reference's digits name (0-9 only, checked by the caller; "-" first
+    when negative), leading zeros and all: ``"003"`` is 3. A number with more digits than
+    ``MAX_SEQ`` is ``MAX_SEQ + 1`` (``-1`` when negative): no version has it.
+
+    Why not ``int(digits)``: CPython refuses to convert more than 4,300 digits (ValueError), so
+    ``ds@999…`` (or ``ds@v000…3``) of that length reached ``Catalog.resolve``'s callers (the CLI,
+    the API, the browser, ``datahub://``) and a mount's path as "this is a datahub bug", where a
+    number too large to be a version is not found and ``v03`` is version 3 (review74)."""
+    negative = digits.startswith("-")
+    body = digits.removeprefix("-").lstrip("0") or "0"
+    if len(body) > _SEQ_DIGITS:
+        return -1 if negative else MAX_SEQ + 1
+    return -int(body) if negative else int(body)
 
 
 def check_name(name: str, what: str = "dataset") -> str:
