@@ -524,7 +524,14 @@ def load_stored_json(text: str) -> Any:
 
 # scheme, slashes and a user, then ":PASSWORD@" (up to the last "@" before the path): a URL's
 # user part, also in a URL that is otherwise mistyped ("mongodb:/user:pw@host")
-_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:/*[^/?#:@]*):[^/?#]*@")
+# "scheme://user:" and everything up to the URL's last "@": a password typed unescaped may hold
+# "/", "?", "#" and "@" (review74), and masking more than the password is harmless
+_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:/*[^/?#:@]*):[\s\S]*@")
+#: what to do about a URL whose user part does not parse (``unparsable_url``)
+ESCAPE_PASSWORD = (
+    "a user name or password holding one of : / ? # @ % is written percent-escaped in a URL "
+    "(%3A %2F %3F %23 %40 %25)"
+)
 
 
 def without_password(url: str) -> str:
@@ -532,5 +539,15 @@ def without_password(url: str) -> str:
     (``mongodb://user:****@host/db``): what an error, a log line or a page may show of a URL
     it was given. Why: an error about a catalog URL reaches people who must not hold the
     catalog's password, such as the users of a pod's namespace, who read the CSI node plugin's
-    NodePublishVolume errors in the pod's events (caller71)."""
+    NodePublishVolume errors in the pod's events (caller71). The password is everything up to
+    the URL's last ``@``: one typed unescaped (``mongodb://u:a/b@host/db``, a generated password
+    with a "/") was shown whole, since the rule stopped at its "/" (review74)."""
     return _URL_PASSWORD.sub(r"\1:****@", url, count=1)
+
+
+def unparsable_url(url: str, what: str, form: str) -> InvalidInput:
+    """The refusal of ``url`` (a ``what``: "catalog URL") that its client cannot parse, shown
+    without its password and without the client's own reason, which quotes pieces of the URL
+    (httpx's ``Invalid port: 'se'`` of ``http://u:se/cret@host``, pymongo's ``Bad database name
+    "x@h/db"``): both are pieces of a password typed unescaped, the usual cause (review74)."""
+    return InvalidInput(f"{what} {without_password(url)!r} does not parse as {form}; {ESCAPE_PASSWORD}")
