@@ -393,20 +393,32 @@ def _check_int_range(value: Any, what: str, key: str) -> None:
     a version on SQLite and a bare ``OverflowError`` ("this is a datahub bug") on MongoDB, and a
     catalog could not be copied from one store to the other (review73). Every store now refuses
     it alike, naming the value and what to write instead."""
-    stack = [value]
+    node = int_beyond_64_bits(value)
+    if node is not None:
+        raise InvalidInput(
+            f"record {key!r}: {what} holds the integer {node}, beyond the signed 64-bit range "
+            f"({JSON_INT_MIN} to {JSON_INT_MAX}) that every catalog store holds; write it as a "
+            f'string ("{node}")',
+            key=key,
+        )
+
+
+def int_beyond_64_bits(value: Any) -> int | None:
+    """The first integer found in a JSON value (a mapping's values, lists, tuples) outside
+    ``JSON_INT_MIN``..``JSON_INT_MAX``, the signed 64 bits MongoDB's BSON holds; None if there
+    is none. A container met twice (a cycle) is not walked again: the store's encoder refuses
+    such a value as before."""
+    stack, seen = [value], set()
     while stack:
         node = stack.pop()
-        if isinstance(node, Mapping):
-            stack.extend(node.values())
-        elif isinstance(node, list | tuple):
-            stack.extend(node)
-        elif type(node) is int and not JSON_INT_MIN <= node <= JSON_INT_MAX:
-            raise InvalidInput(
-                f"record {key!r}: {what} holds the integer {node}, beyond the signed 64-bit range "
-                f"({JSON_INT_MIN} to {JSON_INT_MAX}) that every catalog store holds; write it as a "
-                f'string ("{node}")',
-                key=key,
-            )
+        if isinstance(node, Mapping | list | tuple):
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.extend(node.values() if isinstance(node, Mapping) else node)
+        elif isinstance(node, int) and not JSON_INT_MIN <= node <= JSON_INT_MAX:
+            return int(node)
+    return None
 
 
 def _utf8_encodable(value: Any) -> bool:

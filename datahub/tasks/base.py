@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from datahub.errors import Conflict, JobNotFound, LeaseLost
+from datahub.errors import Conflict, InvalidInput, JobNotFound, LeaseLost
+from datahub.validation import JSON_INT_MAX, JSON_INT_MIN, int_beyond_64_bits
 
 TODO, DOING, DONE, FAILED = "TODO", "DOING", "DONE", "FAILED"
 STATES = (TODO, DOING, DONE, FAILED)
@@ -48,6 +49,8 @@ __all__ = [
     "LeaseLost",
     "Task",
     "TaskQueue",
+    "check_job_json",
+    "check_task_json",
     "joined_meta",
     "lease_lost",
     "new_claim_id",
@@ -77,6 +80,32 @@ def new_lease() -> str:
 def new_claim_id() -> str:
     """A caller's id for one claim (``TaskQueue.claim``'s ``claim_id``), sent again on a retry."""
     return secrets.token_urlsafe(16)
+
+
+def check_task_json(job: str, what: str, value: Mapping[str, Any]) -> None:
+    """InvalidInput naming ``job``, ``what`` (``"the payload of task 3"``, ``"its meta"``, ``"the
+    result of task 3"``) and the value, if ``value`` holds an integer beyond signed 64 bits.
+
+    Why (review74): the SQLite queue kept one (its JSON text) while MongoDB's BSON has none, so
+    the same job (a payload carrying a 64-bit unsigned seed or hash) was made on SQLite and a
+    bare ``OverflowError`` ("this is a datahub bug", a 500 from the API) on MongoDB, as records'
+    meta and labels were before review73 (``validation.check_json_field``). Every store refuses
+    it alike, before anything is written."""
+    node = int_beyond_64_bits(value)
+    if node is not None:
+        raise InvalidInput(
+            f"task job {job!r}: {what} holds the integer {node}, beyond the signed 64-bit range "
+            f"({JSON_INT_MIN} to {JSON_INT_MAX}) that every task queue store holds; write it as a "
+            f'string ("{node}")',
+            job=job,
+        )
+
+
+def check_job_json(job: str, payloads: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> None:
+    """``check_task_json`` of a new job's meta and each of its payloads."""
+    check_task_json(job, "its meta", meta)
+    for index, payload in enumerate(payloads):
+        check_task_json(job, f"the payload of task {index}", payload)
 
 
 def lease_lost(job: str, index: int) -> LeaseLost:
