@@ -367,6 +367,8 @@ def check_json_field(value: Any, what: str, key: str) -> None:
         raise InvalidInput(f"record {key!r}: {what} {_NOT_UTF8}", key=key)
     if LONG_DIGITS.search(text):  # rare: 19 digits or more (in a number, or in a string)
         _check_int_range(value, what, key)
+    if "\\u0000" in text:  # rare: a NUL character, in a string or in a key
+        _check_nul_keys(value, what, key)
     size = len(text)  # ASCII (non-ASCII is escaped), so characters are bytes
     if size > MAX_JSON_BYTES:
         raise InvalidInput(
@@ -401,6 +403,30 @@ def _check_int_range(value: Any, what: str, key: str) -> None:
             f'string ("{node}")',
             key=key,
         )
+
+
+def _check_nul_keys(value: Any, what: str, key: str) -> None:
+    """Refuse a key holding a NUL character anywhere in ``meta`` / ``labels`` (a value may).
+
+    Why (review74): MongoDB's field names cannot hold one, so the same commit was a version on
+    SQLite and a bare ``InvalidDocument`` ("this is a datahub bug") on MongoDB, as an integer
+    beyond 64 bits was before review73."""
+    stack, seen = [value], set()
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping | list | tuple) and id(node) not in seen:
+            seen.add(id(node))
+            if isinstance(node, Mapping):
+                for name in node:
+                    if isinstance(name, str) and "\x00" in name:
+                        raise InvalidInput(
+                            f"record {key!r}: {what} holds the key {name!r}, whose NUL character no "
+                            "catalog store's field name holds (MongoDB's cannot); rename it",
+                            key=key,
+                        )
+                stack.extend(node.values())
+            else:
+                stack.extend(node)
 
 
 def int_beyond_64_bits(value: Any) -> int | None:
