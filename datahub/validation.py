@@ -363,12 +363,10 @@ def check_json_field(value: Any, what: str, key: str) -> None:
         raise _too_deep(what, key) from None
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"record {key!r}: {what} is not plain JSON: {exc}", key=key) from None
-    if "\\ud" in text and not _utf8_encodable(value):  # rare: a character above U+FFFF, escaped as a pair
-        raise InvalidInput(f"record {key!r}: {what} {_NOT_UTF8}", key=key)
-    if LONG_DIGITS.search(text):  # rare: 19 digits or more (in a number, or in a string)
-        _check_int_range(value, what, key)
-    if "\\u0000" in text:  # rare: a NUL character, in a string or in a key
-        _check_nul_keys(value, what, key)
+    # rare: a character above U+FFFF (escaped as a pair) or a lone surrogate, a NUL character,
+    # 19 digits or more (in a number, or in a string): is it something a store cannot hold?
+    if "\\ud" in text or "\\u0000" in text or LONG_DIGITS.search(text):
+        _check_storable(value, what, key)
     size = len(text)  # ASCII (non-ASCII is escaped), so characters are bytes
     if size > MAX_JSON_BYTES:
         raise InvalidInput(
@@ -387,70 +385,67 @@ LONG_DIGITS = re.compile(r"[0-9]{19}")
 JSON_INT_MIN, JSON_INT_MAX = -(2**63), 2**63 - 1  # a signed 64-bit integer: what BSON holds
 
 
-def _check_int_range(value: Any, what: str, key: str) -> None:
-    """Refuse an integer in ``meta`` / ``labels`` beyond signed 64 bits.
+def _check_storable(value: Any, what: str, key: str) -> None:
+    """Refuse in ``meta`` / ``labels`` what one catalog store holds and another does not
+    (``unstorable``), naming the record, the value and what to write instead.
 
-    Why: the SQLite store kept one (its JSON text) while MongoDB's BSON has no such integer, so
-    the same commit (an import of a manifest holding a 64-bit unsigned hash, a LabelX label) was
-    a version on SQLite and a bare ``OverflowError`` ("this is a datahub bug") on MongoDB, and a
-    catalog could not be copied from one store to the other (review73). Every store now refuses
-    it alike, naming the value and what to write instead."""
-    node = int_beyond_64_bits(value)
-    if node is not None:
+    Why: the SQLite store kept them (its JSON text) while MongoDB's BSON has no such integer, no
+    text without a UTF-8 form and no field name with a NUL, so the same commit (an import of a
+    manifest holding a 64-bit unsigned hash, a LabelX label) was a version on SQLite and a bare
+    ``OverflowError`` or ``InvalidDocument`` ("this is a datahub bug") on MongoDB, and a catalog
+    could not be copied from one store to the other (review73: integers; review74: NUL keys)."""
+    found = unstorable(value)
+    if found is None:
+        return
+    kind, node = found
+    if kind == "text":
+        raise InvalidInput(f"record {key!r}: {what} {_NOT_UTF8}", key=key)
+    if kind == "key":
         raise InvalidInput(
-            f"record {key!r}: {what} holds the integer {node}, beyond the signed 64-bit range "
-            f"({JSON_INT_MIN} to {JSON_INT_MAX}) that every catalog store holds; write it as a "
-            f'string ("{node}")',
+            f"record {key!r}: {what} holds the key {node!r}, whose NUL character no catalog store's "
+            "field name holds (MongoDB's cannot); rename it",
             key=key,
         )
+    raise InvalidInput(
+        f"record {key!r}: {what} holds the integer {node}, beyond the signed 64-bit range "
+        f"({JSON_INT_MIN} to {JSON_INT_MAX}) that every catalog store holds; write it as a "
+        f'string ("{node}")',
+        key=key,
+    )
 
 
-def _check_nul_keys(value: Any, what: str, key: str) -> None:
-    """Refuse a key holding a NUL character anywhere in ``meta`` / ``labels`` (a value may).
-
-    Why (review74): MongoDB's field names cannot hold one, so the same commit was a version on
-    SQLite and a bare ``InvalidDocument`` ("this is a datahub bug") on MongoDB, as an integer
-    beyond 64 bits was before review73."""
+def unstorable(value: Any) -> tuple[str, Any] | None:
+    """The first thing found in a JSON value that MongoDB's BSON cannot hold though JSON text
+    (SQLite) can: ``("integer", n)`` beyond ``JSON_INT_MIN``..``JSON_INT_MAX``, ``("text", s)`` a
+    string or key with a lone surrogate (no UTF-8 form), ``("key", k)`` a key with a NUL
+    character; None if there is none. The one rule of records' meta and labels
+    (``check_json_field``) and of task jobs (``datahub.tasks.base.check_task_json``). A container
+    met twice (a cycle) is not walked again: the store's encoder refuses such a value as before."""
     stack, seen = [value], set()
     while stack:
         node = stack.pop()
-        if isinstance(node, Mapping | list | tuple) and id(node) not in seen:
+        if isinstance(node, str):
+            if not node.isascii() and not _utf8(node):
+                return "text", node
+        elif isinstance(node, int):
+            if not JSON_INT_MIN <= node <= JSON_INT_MAX:
+                return "integer", int(node)
+        elif isinstance(node, Mapping | list | tuple) and id(node) not in seen:
             seen.add(id(node))
             if isinstance(node, Mapping):
                 for name in node:
                     if isinstance(name, str) and "\x00" in name:
-                        raise InvalidInput(
-                            f"record {key!r}: {what} holds the key {name!r}, whose NUL character no "
-                            "catalog store's field name holds (MongoDB's cannot); rename it",
-                            key=key,
-                        )
+                        return "key", name
+                stack.extend(node)  # the keys: their text is checked as any string's
                 stack.extend(node.values())
             else:
                 stack.extend(node)
-
-
-def int_beyond_64_bits(value: Any) -> int | None:
-    """The first integer found in a JSON value (a mapping's values, lists, tuples) outside
-    ``JSON_INT_MIN``..``JSON_INT_MAX``, the signed 64 bits MongoDB's BSON holds; None if there
-    is none. A container met twice (a cycle) is not walked again: the store's encoder refuses
-    such a value as before."""
-    stack, seen = [value], set()
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Mapping | list | tuple):
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.extend(node.values() if isinstance(node, Mapping) else node)
-        elif isinstance(node, int) and not JSON_INT_MIN <= node <= JSON_INT_MAX:
-            return int(node)
     return None
 
 
-def _utf8_encodable(value: Any) -> bool:
-    """Whether every string in a JSON value has a UTF-8 form (no lone surrogate)."""
+def _utf8(text: str) -> bool:
     try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datahub.errors import Conflict, InvalidInput, JobNotFound, LeaseLost
-from datahub.validation import JSON_INT_MAX, JSON_INT_MIN, LONG_DIGITS
+from datahub.validation import JSON_INT_MAX, JSON_INT_MIN, LONG_DIGITS, unstorable
 
 TODO, DOING, DONE, FAILED = "TODO", "DOING", "DONE", "FAILED"
 STATES = (TODO, DOING, DONE, FAILED)
@@ -119,40 +119,20 @@ _ESCAPES = re.compile(r"\\u(?:[dD][89a-fA-F]|0000)")  # json.dumps writes lone s
 
 
 def _not_bson(value: Any) -> str | None:
-    """What of a JSON value no task queue store holds alike, said with what to write instead;
-    None if nothing. A container met twice (a cycle) is not walked again: the store's encoder
-    refuses such a value as before."""
-    stack, seen = [value], set()
-    while stack:
-        node = stack.pop()
-        if isinstance(node, str):
-            if not node.isascii() and not _utf8(node):
-                return f"the text {node!r}, which has no UTF-8 form (a lone surrogate); send valid UTF-8 text"
-        elif isinstance(node, int) and not isinstance(node, bool):
-            if not JSON_INT_MIN <= node <= JSON_INT_MAX:
-                return (
-                    f"the integer {node}, beyond the signed 64-bit range ({JSON_INT_MIN} to "
-                    f'{JSON_INT_MAX}) that every task queue store holds; write it as a string ("{node}")'
-                )
-        elif isinstance(node, Mapping | list | tuple) and id(node) not in seen:
-            seen.add(id(node))
-            if isinstance(node, Mapping):
-                for key in node:
-                    if isinstance(key, str) and "\x00" in key:
-                        return f"the key {key!r}, whose NUL character no MongoDB field name holds; rename it"
-                stack.extend(node)  # the keys: their text is checked as any string's
-                stack.extend(node.values())
-            else:
-                stack.extend(node)
-    return None
-
-
-def _utf8(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    """What of a JSON value no task queue store holds alike (``validation.unstorable``), said
+    with what to write instead; None if nothing."""
+    found = unstorable(value)
+    if found is None:
+        return None
+    kind, node = found
+    if kind == "text":
+        return f"the text {node!r}, which has no UTF-8 form (a lone surrogate); send valid UTF-8 text"
+    if kind == "key":
+        return f"the key {node!r}, whose NUL character no MongoDB field name holds; rename it"
+    return (
+        f"the integer {node}, beyond the signed 64-bit range ({JSON_INT_MIN} to {JSON_INT_MAX}) "
+        f'that every task queue store holds; write it as a string ("{node}")'
+    )
 
 
 def lease_lost(job: str, index: int) -> LeaseLost:
