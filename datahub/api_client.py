@@ -24,7 +24,7 @@ import httpx
 
 from datahub.errors import CatalogUnavailable, DatahubError, InvalidInput, Unauthenticated
 from datahub.procs import PerProcess
-from datahub.validation import without_password
+from datahub.validation import unparsable_url, without_password
 
 TOKEN_ENV = "DATAHUB_API_TOKEN"
 T = TypeVar("T")
@@ -120,6 +120,10 @@ class ApiClient:
     ) -> None:
         self._base = url.rstrip("/")  # what requests go to; self.url is what messages show
         self.url = without_password(self._base)
+        try:
+            httpx.URL(self._base)
+        except httpx.InvalidURL:  # its message quotes a piece of the URL: a password's, say
+            raise unparsable_url(url, "API server URL", "http(s)://[USER:PASSWORD@]HOST[:PORT]") from None
         self.attempts, self.backoff, self.budget = max(1, attempts), backoff, budget
         self._timeout, self._connect_timeout = timeout, connect_timeout
         given = token is not None

@@ -25,6 +25,7 @@ import pymongo
 
 from datahub.errors import InvalidInput
 from datahub.procs import PerProcess
+from datahub.validation import unparsable_url
 
 
 def database_name(url: str) -> str:
@@ -39,17 +40,20 @@ def connect(url: str) -> tuple[Any, str]:
         import mongomock
 
         return mongomock.MongoClient(), db_name
-    return (
-        pymongo.MongoClient(
+    try:
+        client = pymongo.MongoClient(
             url,
             w="majority",
             retryWrites=True,
             retryReads=True,
             readConcernLevel="majority",
             serverSelectionTimeoutMS=10_000,
-        ),
-        db_name,
-    )
+        )
+    except (ValueError, pymongo.errors.InvalidURI):  # a bare ValueError was "a datahub bug"
+        raise unparsable_url(
+            url, "MongoDB URL", "mongodb://[USER:PASSWORD@]HOST[:PORT]/DB[?OPTIONS]"
+        ) from None
+    return client, db_name
 
 
 class ProcessClient:

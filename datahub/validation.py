@@ -62,8 +62,25 @@ PREFIX_PATTERN = "^(?:/*|(?!/)(?!.*//+[^/])(?!(.*/)?[.][.]?(/|$))(?=.{0,1023}[^/
 # (doubles) too: so a schema-valid value is always one the server takes.
 MAX_SEQ = 2**53 - 1  # the largest version number a reference may name
 MAX_SIZE = 2**62  # bytes of one record (4 EiB)
+_SEQ_DIGITS = len(str(MAX_SEQ))
 MAX_JSON_DEPTH = 32  # nesting levels of a record's meta / labels (the mapping itself is level 1)
 MAX_JSON_BYTES = 64 * 1024  # compact JSON size of each of meta / labels
+
+
+def version_number(digits: str) -> int:
+    """The number a version reference's digits name (0-9 only, checked by the caller; "-" first
+    when negative), leading zeros and all: ``"003"`` is 3. A number with more digits than
+    ``MAX_SEQ`` is ``MAX_SEQ + 1`` (``-1`` when negative): no version has it.
+
+    Why not ``int(digits)``: CPython refuses to convert more than 4,300 digits (ValueError), so
+    ``ds@999…`` (or ``ds@v000…3``) of that length reached ``Catalog.resolve``'s callers (the CLI,
+    the API, the browser, ``datahub://``) and a mount's path as "this is a datahub bug", where a
+    number too large to be a version is not found and ``v03`` is version 3 (review74)."""
+    negative = digits.startswith("-")
+    body = digits.removeprefix("-").lstrip("0") or "0"
+    if len(body) > _SEQ_DIGITS:
+        return -1 if negative else MAX_SEQ + 1
+    return -int(body) if negative else int(body)
 
 
 def check_name(name: str, what: str = "dataset") -> str:
@@ -346,10 +363,10 @@ def check_json_field(value: Any, what: str, key: str) -> None:
         raise _too_deep(what, key) from None
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"record {key!r}: {what} is not plain JSON: {exc}", key=key) from None
-    if "\\ud" in text and not _utf8_encodable(value):  # rare: a character above U+FFFF, escaped as a pair
-        raise InvalidInput(f"record {key!r}: {what} {_NOT_UTF8}", key=key)
-    if LONG_DIGITS.search(text):  # rare: 19 digits or more (in a number, or in a string)
-        _check_int_range(value, what, key)
+    # rare: a character above U+FFFF (escaped as a pair) or a lone surrogate, a NUL character,
+    # 19 digits or more (in a number, or in a string): is it something a store cannot hold?
+    if "\\ud" in text or "\\u0000" in text or LONG_DIGITS.search(text):
+        _check_storable(value, what, key)
     size = len(text)  # ASCII (non-ASCII is escaped), so characters are bytes
     if size > MAX_JSON_BYTES:
         raise InvalidInput(
@@ -368,34 +385,67 @@ LONG_DIGITS = re.compile(r"[0-9]{19}")
 JSON_INT_MIN, JSON_INT_MAX = -(2**63), 2**63 - 1  # a signed 64-bit integer: what BSON holds
 
 
-def _check_int_range(value: Any, what: str, key: str) -> None:
-    """Refuse an integer in ``meta`` / ``labels`` beyond signed 64 bits.
+def _check_storable(value: Any, what: str, key: str) -> None:
+    """Refuse in ``meta`` / ``labels`` what one catalog store holds and another does not
+    (``unstorable``), naming the record, the value and what to write instead.
 
-    Why: the SQLite store kept one (its JSON text) while MongoDB's BSON has no such integer, so
-    the same commit (an import of a manifest holding a 64-bit unsigned hash, a LabelX label) was
-    a version on SQLite and a bare ``OverflowError`` ("this is a datahub bug") on MongoDB, and a
-    catalog could not be copied from one store to the other (review73). Every store now refuses
-    it alike, naming the value and what to write instead."""
-    stack = [value]
+    Why: the SQLite store kept them (its JSON text) while MongoDB's BSON has no such integer, no
+    text without a UTF-8 form and no field name with a NUL, so the same commit (an import of a
+    manifest holding a 64-bit unsigned hash, a LabelX label) was a version on SQLite and a bare
+    ``OverflowError`` or ``InvalidDocument`` ("this is a datahub bug") on MongoDB, and a catalog
+    could not be copied from one store to the other (review73: integers; review74: NUL keys)."""
+    found = unstorable(value)
+    if found is None:
+        return
+    kind, node = found
+    if kind == "text":
+        raise InvalidInput(f"record {key!r}: {what} {_NOT_UTF8}", key=key)
+    if kind == "key":
+        raise InvalidInput(
+            f"record {key!r}: {what} holds the key {node!r}, whose NUL character no catalog store's "
+            "field name holds (MongoDB's cannot); rename it",
+            key=key,
+        )
+    raise InvalidInput(
+        f"record {key!r}: {what} holds the integer {node}, beyond the signed 64-bit range "
+        f"({JSON_INT_MIN} to {JSON_INT_MAX}) that every catalog store holds; write it as a "
+        f'string ("{node}")',
+        key=key,
+    )
+
+
+def unstorable(value: Any) -> tuple[str, Any] | None:
+    """The first thing found in a JSON value that MongoDB's BSON cannot hold though JSON text
+    (SQLite) can: ``("integer", n)`` beyond ``JSON_INT_MIN``..``JSON_INT_MAX``, ``("text", s)`` a
+    string or key with a lone surrogate (no UTF-8 form), ``("key", k)`` a key with a NUL
+    character; None if there is none. The one rule of records' meta and labels
+    (``check_json_field``) and of task jobs (``datahub.tasks.base.check_task_json``). A container
+    met twice (a cycle) is not walked again: the store's encoder refuses such a value as before."""
+    stack, seen = [value], set()
     while stack:
         node = stack.pop()
-        if isinstance(node, Mapping):
-            stack.extend(node.values())
-        elif isinstance(node, list | tuple):
-            stack.extend(node)
-        elif type(node) is int and not JSON_INT_MIN <= node <= JSON_INT_MAX:
-            raise InvalidInput(
-                f"record {key!r}: {what} holds the integer {node}, beyond the signed 64-bit range "
-                f"({JSON_INT_MIN} to {JSON_INT_MAX}) that every catalog store holds; write it as a "
-                f'string ("{node}")',
-                key=key,
-            )
+        if isinstance(node, str):
+            if not node.isascii() and not _utf8(node):
+                return "text", node
+        elif isinstance(node, int):
+            if not JSON_INT_MIN <= node <= JSON_INT_MAX:
+                return "integer", int(node)
+        elif isinstance(node, Mapping | list | tuple) and id(node) not in seen:
+            seen.add(id(node))
+            if isinstance(node, Mapping):
+                for name in node:
+                    if isinstance(name, str) and "\x00" in name:
+                        return "key", name
+                stack.extend(node)  # the keys: their text is checked as any string's
+                stack.extend(node.values())
+            else:
+                stack.extend(node)
+    return None
 
 
-def _utf8_encodable(value: Any) -> bool:
-    """Whether every string in a JSON value has a UTF-8 form (no lone surrogate)."""
+def _utf8(text: str) -> bool:
     try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
+        text.encode("utf-8")
     except UnicodeEncodeError:
         return False
     return True
@@ -507,7 +557,14 @@ def load_stored_json(text: str) -> Any:
 
 # scheme, slashes and a user, then ":PASSWORD@" (up to the last "@" before the path): a URL's
 # user part, also in a URL that is otherwise mistyped ("mongodb:/user:pw@host")
-_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:/*[^/?#:@]*):[^/?#]*@")
+# "scheme://user:" and everything up to the URL's last "@": a password typed unescaped may hold
+# "/", "?", "#" and "@" (review74), and masking more than the password is harmless
+_URL_PASSWORD = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*:/*[^/?#:@]*):[\s\S]*@")
+#: what to do about a URL whose user part does not parse (``unparsable_url``)
+ESCAPE_PASSWORD = (
+    "a user name or password holding one of : / ? # @ % is written percent-escaped in a URL "
+    "(%3A %2F %3F %23 %40 %25)"
+)
 
 
 def without_password(url: str) -> str:
@@ -515,5 +572,15 @@ def without_password(url: str) -> str:
     (``mongodb://user:****@host/db``): what an error, a log line or a page may show of a URL
     it was given. Why: an error about a catalog URL reaches people who must not hold the
     catalog's password, such as the users of a pod's namespace, who read the CSI node plugin's
-    NodePublishVolume errors in the pod's events (caller71)."""
+    NodePublishVolume errors in the pod's events (caller71). The password is everything up to
+    the URL's last ``@``: one typed unescaped (``mongodb://u:a/b@host/db``, a generated password
+    with a "/") was shown whole, since the rule stopped at its "/" (review74)."""
     return _URL_PASSWORD.sub(r"\1:****@", url, count=1)
+
+
+def unparsable_url(url: str, what: str, form: str) -> InvalidInput:
+    """The refusal of ``url`` (a ``what``: "catalog URL") that its client cannot parse, shown
+    without its password and without the client's own reason, which quotes pieces of the URL
+    (httpx's ``Invalid port: 'se'`` of ``http://u:se/cret@host``, pymongo's ``Bad database name
+    "x@h/db"``): both are pieces of a password typed unescaped, the usual cause (review74)."""
+    return InvalidInput(f"{what} {without_password(url)!r} does not parse as {form}; {ESCAPE_PASSWORD}")

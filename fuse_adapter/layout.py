@@ -34,7 +34,7 @@ from datahub.catalog.model import DirFile, Version
 from datahub.catalog.snapshots import snapshot_dataset_name
 from datahub.errors import AccessDenied, AlreadyExists, Busy, DatahubError, NotFound, TransientStorageError
 from datahub.storage.base import ObjectInfo, ObjectRef
-from datahub.validation import split_version
+from datahub.validation import split_version, version_number
 from fuse_adapter.bucket_listing import BucketLister
 from fuse_adapter.mount_info import INFO_FILE, MountInfo
 from fuse_adapter.paged_tree import PAGE_BUDGET, PagedTree, PagedVersion
@@ -63,7 +63,7 @@ class VersionSpec:
         alias = self.ref or "latest"
         number = alias.removeprefix("v")  # one "v": ``vv3`` is a tag (review73)
         # ``v03`` is version 3, laid out as ``v3`` (review73: the path shown was ``v03``)
-        return f"v{int(number)}" if number.isascii() and number.isdigit() else alias
+        return f"v{version_number(number)}" if number.isascii() and number.isdigit() else alias
 
 
 @dataclass

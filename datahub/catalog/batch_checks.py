@@ -104,9 +104,9 @@ def _json_fields_plain(values: list) -> bool:
         return False
     try:
         whole = "".join(_ENCODE(full, 0))  # one C call for the batch (half the cost of one each)
-        if "\\ud" in whole or LONG_DIGITS.search(whole):
-            # a character above U+FFFF, a lone surrogate, or 19 digits (an integer beyond 64
-            # bits?): the per-change check decides
+        if "\\ud" in whole or "\\u0000" in whole or LONG_DIGITS.search(whole):
+            # a character above U+FFFF, a lone surrogate, a NUL (in a key?), or 19 digits (an
+            # integer beyond 64 bits?): the per-change check decides
             return False
         if len(whole) <= MAX_JSON_BYTES and whole.count("{") == len(full) and whole.count("[") == 1:
             return True  # flat dicts (depth 1), none over the size bound since all together are not

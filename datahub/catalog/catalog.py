@@ -47,6 +47,7 @@ from datahub.validation import (
     check_text,
     is_ref,
     not_a_version,
+    version_number,
 )
 
 Ref = str | int | None
@@ -141,11 +142,14 @@ class Catalog:
             raise InvalidInput(f"invalid version reference {ref!r} for dataset {dataset!r}", dataset=dataset)
         m = None if isinstance(ref, int) else _SEQ.fullmatch(ref)
         if isinstance(ref, int) or m:
-            seq = ref if isinstance(ref, int) else int(m[1] or m[2])  # type: ignore[index]
+            seq = ref if isinstance(ref, int) else version_number(m[1] or m[2])  # type: ignore[index]
             if not 0 < seq <= MAX_SEQ:  # beyond the stores' 64-bit integers: no such version
                 self.get_dataset(dataset)
+                shown = (
+                    str(ref) if len(str(ref)) <= 40 else f"{str(ref)[:20]}... ({len(str(ref))} characters)"
+                )
                 raise VersionNotFound(
-                    f"dataset {dataset!r} has no version {ref}; versions are numbered 1, 2, 3 ...",
+                    f"dataset {dataset!r} has no version {shown}; versions are numbered 1, 2, 3 ...",
                     dataset=dataset,
                     version=str(ref)[:40],
                 )

@@ -13,15 +13,25 @@ from collections.abc import Callable
 
 from datahub.validation import ID_MAX
 
+_MAX_DIGITS = 40  # more than any count, size or id a command takes
+
 
 def at_least(minimum: int) -> Callable[[str], int]:
     """An argparse ``type`` for a whole number >= ``minimum``."""
 
     def parse(text: str) -> int:
-        digits = text.strip().removeprefix("-").removeprefix("+")
-        if not (digits.isascii() and digits.isdigit()):  # int() also takes any script's digits and "1_0"
+        written = text.strip()
+        sign = written[:1] if written[:1] in ("-", "+") else ""
+        digits = written[len(sign) :]
+        # int() also takes any script's digits and "1_0"; one sign only ("-+5" is no number)
+        if not (digits.isascii() and digits.isdigit()):
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (digits 0-9)")
-        value = int(text)
+        digits = digits.lstrip("0") or "0"
+        if len(digits) > _MAX_DIGITS:  # int() refuses 4,300 digits: argparse said "invalid parse value"
+            raise argparse.ArgumentTypeError(
+                f"{written[:24]}... ({len(digits)} digits) is too large a number"
+            )
+        value = int(sign + digits)
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value}: use a number >= {minimum}")
         return value

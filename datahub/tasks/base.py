@@ -24,13 +24,16 @@ injected clock (wall-clock seconds by default, since leases are compared across 
 from __future__ import annotations
 
 import abc
+import json
+import re
 import secrets
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from datahub.errors import Conflict, JobNotFound, LeaseLost
+from datahub.errors import Conflict, InvalidInput, JobNotFound, LeaseLost
+from datahub.validation import JSON_INT_MAX, JSON_INT_MIN, LONG_DIGITS, unstorable
 
 TODO, DOING, DONE, FAILED = "TODO", "DOING", "DONE", "FAILED"
 STATES = (TODO, DOING, DONE, FAILED)
@@ -48,6 +51,8 @@ __all__ = [
     "LeaseLost",
     "Task",
     "TaskQueue",
+    "check_job_json",
+    "check_task_json",
     "joined_meta",
     "lease_lost",
     "new_claim_id",
@@ -77,6 +82,57 @@ def new_lease() -> str:
 def new_claim_id() -> str:
     """A caller's id for one claim (``TaskQueue.claim``'s ``claim_id``), sent again on a retry."""
     return secrets.token_urlsafe(16)
+
+
+def check_task_json(job: str, what: str, value: Mapping[str, Any]) -> None:
+    """InvalidInput naming ``job``, ``what`` (``"the payload of task 3"``, ``"its meta"``, ``"the
+    result of task 3"``), the value and what to write instead, if ``value`` holds what MongoDB's
+    BSON cannot: an integer beyond signed 64 bits, text with a lone surrogate (no UTF-8 form) or
+    a key with a NUL character.
+
+    Why (review74): the SQLite queue kept them (its JSON text) while MongoDB's driver failed on
+    them (``OverflowError``, ``UnicodeEncodeError``, ``InvalidDocument``: "this is a datahub
+    bug", a 500 from the API), so the same job was made on one store and not the other, as
+    records' meta and labels were before review73 (``validation.check_json_field``). Every store
+    refuses it alike, before anything is written."""
+    why = _not_bson(value)
+    if why is not None:
+        raise InvalidInput(f"task job {job!r}: {what} holds {why}", job=job)
+
+
+def check_job_json(job: str, payloads: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> None:
+    """``check_task_json`` of a new job's meta and each of its payloads: all payloads encoded at
+    once (one C call), and walked one by one only when that text shows a candidate (a
+    ``\\uD800``-``\\uDFFF`` or ``\\u0000`` escape, or 19 digits in a row)."""
+    check_task_json(job, "its meta", meta)
+    try:
+        text = json.dumps(payloads if isinstance(payloads, list) else list(payloads))
+    except (TypeError, ValueError):  # not JSON: the store refuses it as before; look anyway
+        text = ""
+    if text and not (_ESCAPES.search(text) if "\\u" in text else None) and not LONG_DIGITS.search(text):
+        return
+    for index, payload in enumerate(payloads):
+        check_task_json(job, f"the payload of task {index}", payload)
+
+
+_ESCAPES = re.compile(r"\\u(?:[dD][89a-fA-F]|0000)")  # json.dumps writes lone surrogates and NUL so
+
+
+def _not_bson(value: Any) -> str | None:
+    """What of a JSON value no task queue store holds alike (``validation.unstorable``), said
+    with what to write instead; None if nothing."""
+    found = unstorable(value)
+    if found is None:
+        return None
+    kind, node = found
+    if kind == "text":
+        return f"the text {node!r}, which has no UTF-8 form (a lone surrogate); send valid UTF-8 text"
+    if kind == "key":
+        return f"the key {node!r}, whose NUL character no MongoDB field name holds; rename it"
+    return (
+        f"the integer {node}, beyond the signed 64-bit range ({JSON_INT_MIN} to {JSON_INT_MAX}) "
+        f'that every task queue store holds; write it as a string ("{node}")'
+    )
 
 
 def lease_lost(job: str, index: int) -> LeaseLost:

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import quote
 
 from datahub.api_client import ApiClient
-from datahub.tasks.base import Job, Task, TaskQueue, new_claim_id
+from datahub.tasks.base import Job, Task, TaskQueue, check_job_json, check_task_json, new_claim_id
 
 
 class HttpTaskQueue(TaskQueue):
@@ -37,6 +37,7 @@ class HttpTaskQueue(TaskQueue):
         return "/".join([f"/v1/tasks/jobs/{quote(job, safe='')}", *rest])
 
     def create_job(self, job: str, payloads: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Job:
+        check_job_json(job, payloads, meta)  # the server's rule, before httpx fails on a surrogate
         what = f"create task job {job!r}"
         body = {"payloads": [dict(p) for p in payloads], "meta": dict(meta)}
         return self._api.decode(what, _job, self._api.json("PUT", self._path(job), what=what, json=body))
@@ -61,6 +62,7 @@ class HttpTaskQueue(TaskQueue):
     def complete(
         self, job: str, index: int, lease: str, result: Mapping[str, Any], *, holder: str = ""
     ) -> Task:
+        check_task_json(job, f"the result of task {index}", result)  # as the server's store does
         return self._task_call(job, index, "complete", {"lease": lease, "result": dict(result)})
 
     def fail(self, job: str, index: int, lease: str, error: str, *, holder: str = "") -> Task:

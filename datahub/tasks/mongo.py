@@ -31,6 +31,8 @@ from datahub.tasks.base import (
     LeaseLost,
     Task,
     TaskQueue,
+    check_job_json,
+    check_task_json,
     joined_meta,
     lease_lost,
     new_lease,
@@ -71,6 +73,7 @@ class MongoTaskQueue(TaskQueue):
         return self._collections.get()[1]
 
     def create_job(self, job: str, payloads: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Job:
+        check_job_json(job, payloads, meta)  # what MongoDB cannot hold, refused on every store
         now = self.clock()
         with _translated(f"create job {job}"):
             existing = self._jobs.find_one({"_id": job})
@@ -190,6 +193,7 @@ class MongoTaskQueue(TaskQueue):
     def complete(
         self, job: str, index: int, lease: str, result: Mapping[str, Any], *, holder: str = ""
     ) -> Task:
+        check_task_json(job, f"the result of task {index}", result)
         sets = {"state": DONE, "result": dict(result), "lease_until": 0, "lease": ""}
         return self._owned_update(job, index, lease, holder, sets)
 

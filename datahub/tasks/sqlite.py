@@ -30,6 +30,8 @@ from datahub.tasks.base import (
     LeaseLost,
     Task,
     TaskQueue,
+    check_job_json,
+    check_task_json,
     joined_meta,
     lease_lost,
     new_lease,
@@ -90,6 +92,7 @@ class SqliteTaskQueue(TaskQueue):
 
     # --- jobs --------------------------------------------------------------------------------
     def create_job(self, job: str, payloads: Sequence[Mapping[str, Any]], meta: Mapping[str, Any]) -> Job:
+        check_job_json(job, payloads, meta)  # what MongoDB cannot hold, refused on every store
         now = self.clock()
         with self._tx() as db:
             row = db.execute("SELECT total, meta FROM datahub_task_jobs WHERE job=?", (job,)).fetchone()
@@ -192,6 +195,7 @@ class SqliteTaskQueue(TaskQueue):
     def complete(
         self, job: str, index: int, lease: str, result: Mapping[str, Any], *, holder: str = ""
     ) -> Task:
+        check_task_json(job, f"the result of task {index}", result)
         sets = "state=?, result=?, lease_until=0, lease=''"
         return self._owned_update(job, index, lease, holder, sets, (DONE, json.dumps(dict(result))))
 
