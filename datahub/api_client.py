@@ -71,9 +71,10 @@ class Retry(Exception):
 
 def retry_after(response: httpx.Response) -> float | None:
     """The delay of a ``Retry-After: <seconds>`` header, capped at ``MAX_RETRY_AFTER`` (an
-    HTTP date or garbage is ignored: the client's own backoff applies)."""
+    HTTP date or garbage is ignored: the client's own backoff applies). ASCII digits only:
+    ``str.isdigit`` holds for '²' too, whose ``float`` raised a bare ValueError (review74)."""
     value = response.headers.get("Retry-After", "").strip()
-    if not value.isdigit():
+    if not (value.isascii() and value.isdigit()):
         return None
     return min(float(value), MAX_RETRY_AFTER)
 

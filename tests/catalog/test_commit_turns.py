@@ -204,3 +204,28 @@ def test_the_client_waits_as_long_as_retry_after_says_then_retries() -> None:
         server.server_close()
     first, second = server.hits  # type: ignore[attr-defined]
     assert second - first >= 1.0  # waited what the server asked, not its own 10 ms backoff
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("1", 1.0),
+        (" 5 ", 5.0),
+        ("99999999999999999999", "cap"),
+        ("²", None),
+        ("١", None),
+        ("1.5", None),
+        ("", None),
+    ],
+)
+def test_retry_after_takes_ascii_seconds_and_ignores_anything_else(
+    header: str, expected: float | str | None
+) -> None:
+    """``str.isdigit`` holds for '²' and '١' too, whose float() raised a bare ValueError out of a
+    retried request (review74); a number past the cap is the cap."""
+    import httpx
+
+    from datahub.api_client import MAX_RETRY_AFTER, retry_after
+
+    got = retry_after(httpx.Response(503, headers=[(b"Retry-After", header.encode())]))  # as sent: bytes
+    assert got == (MAX_RETRY_AFTER if expected == "cap" else expected)
