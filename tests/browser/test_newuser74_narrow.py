@@ -83,7 +83,9 @@ def test_the_lineage_graph_scrolls_to_its_far_nodes(chrome, env, server, width: 
         reach = right + (g["scrollWidth"] - g["clientWidth"])
         for node, n_left, n_right, _, _ in g["nodes"]:
             assert n_left >= left - 0.5 and n_right <= reach + 0.5, (node, g)
-        c.driver.execute_script("const s = document.querySelector('.graph-scroll'); s.scrollLeft = s.scrollWidth")
+        c.driver.execute_script(
+            "const s = document.querySelector('.graph-scroll'); s.scrollLeft = s.scrollWidth"
+        )
         c.save_view(f"newuser74-lineage-{width}-scrolled")
         far = max(g["nodes"], key=lambda n: n[2])
         shown = c.driver.execute_script(GRAPH)
