@@ -483,4 +483,5 @@ def item_json(i: Item) -> dict[str, Any]:
         "version": i.version,
         "comment": i.comment,
         "suggestion": i.suggestion,
+        "committed_in": i.exported_seq,  # the project dataset's version holding the label, or None
     }
