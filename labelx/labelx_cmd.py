@@ -280,8 +280,11 @@ def _create_user(args, ctx) -> int:
 
 
 def _set_password(args, ctx) -> int:
+    """The account is looked up before the password is asked for: ``set-password bob`` of no
+    account ``bob`` asked for a new password, then said "no user 'bob'" (newuser74)."""
     from labelx.auth import hash_password
 
+    _service(ctx).store.user_by_name(args.name)  # NotFound names the create-user command
     return _replace_password(args.name, hash_password(_password(f"new password for {args.name}: ")), ctx)
 
 
