@@ -15,7 +15,7 @@ import sys
 import threading
 import warnings
 
-from datahub.errors import AccessDenied, InvalidInput, NotFound
+from datahub.errors import AccessDenied, AlreadyExists, InvalidInput, NotFound
 from datahub.words import counted
 
 # what gives LabelX's callers an identity once authentication is on (check_bind's advice)
@@ -273,8 +273,19 @@ def _create_user(args, ctx) -> int:
     from labelx.auth import hash_password
 
     name = check_name(args.name, "user")  # before the prompt: a refused name wastes no typed password
+    store = _service(ctx).store
+    try:  # so is a name taken: it asked for the password, then said "already exists" (newuser74)
+        taken = store.user_by_name(name)
+    except NotFound:
+        taken = None
+    if taken is not None:
+        raise AlreadyExists(
+            f"user {name!r} already exists ({taken.role}); pick another name, or give it a new password "
+            f"with `datahub labelx set-password {shlex.quote(name)}`",
+            user=name,
+        )
     password = _password(f"password for {name}: ")
-    user = _service(ctx).store.create_user(name, args.role, hash_password(password))
+    user = store.create_user(name, args.role, hash_password(password))
     ctx.emit({"name": user.name, "role": user.role})
     return 0
 

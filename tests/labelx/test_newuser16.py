@@ -64,3 +64,16 @@ def test_set_password_of_no_account_is_refused_before_the_password_is_asked_for(
     assert "no user 'bob'; create it first" in proc.stderr and "labelx create-user bob" in proc.stderr, (
         proc.stderr
     )
+
+
+def test_create_user_of_a_taken_name_is_refused_before_the_password_is_asked_for(tmp_path: Path) -> None:
+    """``create-user ann`` with ``ann`` there already asked for a password, then said "user 'ann'
+    already exists; pick another name" (newuser74). It now says so first, and how to give
+    that account a new password."""
+    made = _run(tmp_path / "home", "create-user", "ann", "--role", "annotator", password="correct-horse-8")
+    assert made.returncode == 0, made.stderr
+    proc = _run(tmp_path / "home", "create-user", "ann", "--role", "admin")
+    assert proc.returncode == 4, proc.stderr
+    assert "password for ann" not in proc.stderr and "no password given" not in proc.stderr, proc.stderr
+    assert "user 'ann' already exists (annotator); pick another name" in proc.stderr, proc.stderr
+    assert "labelx set-password ann`" in proc.stderr, proc.stderr
