@@ -398,7 +398,10 @@ def _commit_new_dataset(
     src = catalog.get_dataset(project.dataset)
     # the copy names no other dataset: its readers may not read the one an old pack target's
     # description named (datahub.catalog.descriptions)
-    description = f"{copyable(src.description)} (labels from LabelX project {project.name})".strip()
+    # of a source with no description it read "(labels from LabelX project P)", a parenthesis
+    # of nothing on the datasets list and the dataset page (newuser74)
+    said = f"labels from LabelX project {project.name}"
+    description = f"{copyable(src.description)} ({said})".strip() if src.description.strip() else said
     commit_id = f"labelx-{service.store.instance}-{project.id}-to-{name}"
     made = _new_dataset(service, user, project, name, description)
     if made is not None:  # a crash after the catalog's commit, before the bookkeeping below
