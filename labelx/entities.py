@@ -81,6 +81,9 @@ class Item:
     # the schema field's value in the dataset version as it is there, whether or not it fits the
     # schema (``original`` is None for ``"truck"`` in a cat/dog project; this is ``"truck"``)
     dataset_label: Any = None
+    # the version of the project's dataset that holds this item's accepted label (its commit, or
+    # the head that held it already); None while it is not committed
+    exported_seq: int | None = None
 
     @property
     def dataset_label_fits(self) -> bool:
@@ -108,7 +111,8 @@ def load_json(text: str | None) -> Any:
 
 ITEM_COLUMNS = (
     "id, project_id, task_id, position, key, url, etag, size, original, value, status, version, "
-    "annotated_by, annotated_at, reviewed_by, comment, suggestion, claimed_by, claimed_until, dataset_label"
+    "annotated_by, annotated_at, reviewed_by, comment, suggestion, claimed_by, claimed_until, dataset_label, "
+    "exported_seq"
 )
 
 
@@ -122,6 +126,7 @@ def item_from_row(row: sqlite3.Row) -> Item:
         row[17],
         row[18],
         load_json(row[19]),
+        row[20],
     )
 
 

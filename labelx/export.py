@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import shlex
 import zipfile
 from collections.abc import Iterator
@@ -397,7 +398,10 @@ def _commit_new_dataset(
     src = catalog.get_dataset(project.dataset)
     # the copy names no other dataset: its readers may not read the one an old pack target's
     # description named (datahub.catalog.descriptions)
-    description = f"{copyable(src.description)} (labels from LabelX project {project.name})".strip()
+    # of a source with no description it read "(labels from LabelX project P)", a parenthesis
+    # of nothing on the datasets list and the dataset page (newuser74)
+    said = f"labels from LabelX project {project.name}"
+    description = f"{copyable(src.description)} ({said})".strip() if src.description.strip() else said
     commit_id = f"labelx-{service.store.instance}-{project.id}-to-{name}"
     made = _new_dataset(service, user, project, name, description)
     if made is not None:  # a crash after the catalog's commit, before the bookkeeping below
@@ -589,9 +593,38 @@ def export_coco(
 
 COLLISIONS_SHOWN = 5  # colliding key pairs named in the YOLO refusal; the count says how many in all
 
+# in a zip member's name, what a reader may take for more than a character: ``\\`` a directory
+# separator (Windows tools, and zip writers of Windows paths), ``:`` a drive letter or an NTFS
+# stream, ``*?"<>|`` refused by Windows; ``%`` itself, so each name decodes to one key
+_MEMBER_ESCAPE = re.compile(r'[%\\:*?"<>|]')
+_TRAILING = re.compile(r"[. ]+$")  # Windows drops a name's trailing dots and spaces: ``x.`` is ``x``
+
+
+def _escape(text: str) -> str:
+    return "".join(f"%{b:02X}" for b in text.encode("utf-8", "surrogatepass"))
+
+
+def yolo_member(key: str) -> str:
+    """The zip member holding the YOLO labels of record ``key``: ``labels/`` + the key with its
+    suffix replaced by ``.txt``, each ``/`` a directory, and in each segment ``%``, ``\\``, ``:``,
+    ``*?"<>|`` and trailing dots or spaces percent-encoded (``a\\b.jpg`` -> ``labels/a%5Cb.txt``).
+
+    Why: the member names were the keys as they are, and a key is any text but ``/``-separated
+    segments of ``.`` or ``..``: ``x\\..\\..\\evil.jpg`` became ``labels/x\\..\\..\\evil.txt``,
+    which a Windows unzip reads as two levels up, out of the target (zip slip), and ``C:/a.jpg``
+    a drive. Encoded, every name is a plain relative path under ``labels/`` on every reader,
+    and ``urllib.parse.unquote`` of it (less ``labels/`` and ``.txt``) is the key's stem."""
+    stem = str(PurePosixPath(key).with_suffix(".txt"))
+    segments = []
+    for segment in stem.split("/"):
+        segment = _MEMBER_ESCAPE.sub(lambda m: _escape(m.group()), segment)
+        segments.append(_TRAILING.sub(lambda m: _escape(m.group()), segment))
+    return "labels/" + "/".join(segments)
+
 
 def export_yolo(service: LabelService, project: Project, include: str = "accepted") -> SpooledTemporaryFile:
-    """A zip: ``classes.txt`` plus ``labels/<key stem>.txt`` lines ``class cx cy w h`` (0..1).
+    """A zip: ``classes.txt`` plus ``labels/<key stem>.txt`` lines ``class cx cy w h`` (0..1),
+    each name made safe for any unzip by ``yolo_member``.
 
     YOLO pairs an image with the label file of the same path and stem, so two keys of one
     stem in one directory (``a/x.jpg``, ``a/x.png``) would share ``labels/a/x.txt``: one
@@ -612,7 +645,7 @@ def export_yolo(service: LabelService, project: Project, include: str = "accepte
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("classes.txt", "".join(c.name + "\n" for c in schema.classes))
         for item in _items(service, project, include):
-            name = str(PurePosixPath("labels") / PurePosixPath(item.key).with_suffix(".txt"))
+            name = yolo_member(item.key)
             if name in owner:
                 count += 1
                 if len(collisions) < COLLISIONS_SHOWN:

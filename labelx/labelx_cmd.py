@@ -15,7 +15,7 @@ import sys
 import threading
 import warnings
 
-from datahub.errors import AccessDenied, InvalidInput, NotFound
+from datahub.errors import AccessDenied, AlreadyExists, InvalidInput, NotFound
 from datahub.words import counted
 
 # what gives LabelX's callers an identity once authentication is on (check_bind's advice)
@@ -23,6 +23,11 @@ ACCOUNTS = (
     "make its accounts with `datahub labelx create-user NAME --role annotator` (or reviewer, admin; "
     "each holds only the roles its name has on the datasets: `datahub dataset update DATASET --grant NAME=writer`)"
 )
+
+
+# --user of create-project and commit: not argparse's required, whose refusal ("the following
+# arguments are required: --user") could not say what it is for nor which admins there are
+ADMIN_HELP = "the LabelX admin doing this, recorded as its author (required)"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -122,7 +127,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument(
         "--claim", action="store_true", help="leave tasks unassigned: annotators take them one at a time"
     )
-    s.add_argument("--user", required=True, help="the admin doing this")
+    s.add_argument("--user", default=None, help=ADMIN_HELP)
     s.set_defaults(func=_create_project)
 
     s = sub.add_parser("preannotate", help="attach model predictions to a project as suggestions")
@@ -137,7 +142,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     s = sub.add_parser("commit", help="commit accepted labels as a new dataset version")
     s.add_argument("project", help="the project's name")
-    s.add_argument("--user", required=True, help="the admin doing this")
+    s.add_argument("--user", default=None, help=ADMIN_HELP)
     s.add_argument("--to-dataset", default=None, help="a new dataset instead of a new version")
     # -m as datahub import/commit take it: it was "unrecognized arguments" (newuser27)
     s.add_argument("-m", "--message", default="", help="the new version's message")
@@ -184,15 +189,25 @@ def _images(ctx):
     return ImageSource(ctx.config.home_path / "labelx" / "previews", cache=cache)
 
 
-def _admin(service, name: str):
+def _admin(service, name: str | None, command: str, example: str = ""):
     """The admin ``--user`` names. A name with no account is answered with the admins there
     are (or the command making one, with the admin role): the store's answer said to create it
-    as an annotator, who may not do this either (newuser31)."""
+    as an annotator, who may not do this either (newuser31). No ``--user`` at all is answered
+    the same way, naming ``command`` (``labelx commit``) and, run with the first admin,
+    ``example`` (``labelx commit P``): argparse said only "the following arguments are
+    required: --user", not what it is for nor who may be named (newuser74)."""
     admins = [u.name for u in service.store.list_users() if u.is_admin]
 
     def which(new: str) -> str:
         return f"one of {', '.join(admins)}" if admins else f"an admin (`{new}`)"
 
+    if name is None:
+        first = shlex.quote(admins[0]) if admins else "NAME"
+        shown = f" (`datahub {example} --user {first}`)" if example and admins else ""
+        raise InvalidInput(
+            f"{command} needs --user NAME, the LabelX admin doing this (recorded as its author): "
+            f"{which('datahub labelx create-user NAME --role admin')}; add --user {first}{shown}"
+        )
     try:
         user = service.store.user_by_name(name)
     except NotFound:
@@ -258,15 +273,29 @@ def _create_user(args, ctx) -> int:
     from labelx.auth import hash_password
 
     name = check_name(args.name, "user")  # before the prompt: a refused name wastes no typed password
+    store = _service(ctx).store
+    try:  # so is a name taken: it asked for the password, then said "already exists" (newuser74)
+        taken = store.user_by_name(name)
+    except NotFound:
+        taken = None
+    if taken is not None:
+        raise AlreadyExists(
+            f"user {name!r} already exists ({taken.role}); pick another name, or give it a new password "
+            f"with `datahub labelx set-password {shlex.quote(name)}`",
+            user=name,
+        )
     password = _password(f"password for {name}: ")
-    user = _service(ctx).store.create_user(name, args.role, hash_password(password))
+    user = store.create_user(name, args.role, hash_password(password))
     ctx.emit({"name": user.name, "role": user.role})
     return 0
 
 
 def _set_password(args, ctx) -> int:
+    """The account is looked up before the password is asked for: ``set-password bob`` of no
+    account ``bob`` asked for a new password, then said "no user 'bob'" (newuser74)."""
     from labelx.auth import hash_password
 
+    _service(ctx).store.user_by_name(args.name)  # NotFound names the create-user command
     return _replace_password(args.name, hash_password(_password(f"new password for {args.name}: ")), ctx)
 
 
@@ -403,7 +432,7 @@ def _create_project(args, ctx) -> int:
     if args.field:
         schema["field"] = args.field
     project = service.create_project(
-        _admin(service, args.user),
+        _admin(service, args.user, "labelx create-project"),
         name=args.name,
         dataset=args.dataset,
         ref=args.version,
@@ -500,7 +529,9 @@ def _commit(args, ctx) -> int:
 
     service = _service(ctx)
     project = service.store.project_by_name(args.project)
-    admin = _admin(service, args.user)  # before the progress line: it said "stopped by an error" first
+    admin = _admin(
+        service, args.user, "labelx commit", f"labelx commit {shlex.quote(project.name)}"
+    )  # before the progress line: it said "stopped by an error" first
     # into a new dataset every record of the project is copied, and counted: against the changed
     # labels the line read "12/1 (1200%) … eta -0s" (newuser27)
     copies = args.to_dataset and args.to_dataset != project.dataset

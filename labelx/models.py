@@ -238,6 +238,11 @@ class ItemOut(BaseModel):
     version: int
     comment: str | None
     suggestion: dict[str, Any] | None
+    committed_in: int | None = Field(
+        default=None,
+        description="the version of the project's dataset that holds this item's accepted label "
+        "(committed); null until then",
+    )
 
 
 class TaskHead(BaseModel):

@@ -61,6 +61,22 @@ _NOT_SHOWN = {
 }
 
 
+def no_task_left(user: User, project: str, unfinished: list[tuple[int, int]]) -> str:
+    """What "Take next task" says when every task has its annotator, with what ``user`` can do
+    next: finish their own tasks (``unfinished``: number, items not yet submitted), review, or
+    ask an admin. Why: it said only "every task has its annotator", in red, as if the press
+    had failed (newuser74); it is the project's state, and the next step depends on the user."""
+    said = f"no task left to take in {project}: every task has its annotator"
+    if unfinished:
+        mine = ", ".join(f"task {n} ({counted(left, 'item')} to go)" for n, left in unfinished[:3])
+        return f"{said}. Yours to finish: {mine}"
+    if user.is_admin:
+        return f"{said}. Review the items they submit (the project's review queue), or assign a task to someone else in the Tasks list"
+    if user.can_review:
+        return f"{said}. Review the items they submit (the project's review queue), or ask an admin for more work"
+    return f"{said}. Nothing waits for you here: ask an admin to assign you a task or to add a project"
+
+
 class LabelService:
     def __init__(
         self,
@@ -310,14 +326,24 @@ class LabelService:
         return self.store.list_tasks(project_id, assignee=None if user.can_review else user.id)
 
     def take_next_task(self, user: User, project_id: int) -> int:
-        """Claim the first unassigned task of a project (atomic: one winner per task)."""
+        """Claim the first unassigned task of a project (atomic: one winner per task). None
+        left is ``NotFound`` with ``tasks_left=0``: the pages show it as information, not as a
+        failure, with ``no_task_left``'s next step for this user."""
         project = self.project_for(user, project_id)
         while True:
             task_id = self.store.next_open_task(project_id)
             if task_id is None:
-                raise NotFound(f"no task left to take in {project.name}: every task has its annotator")
+                said = no_task_left(user, project.name, self._unfinished(project_id, user))
+                raise NotFound(said, project=project.name, tasks_left=0)
             if self.store.claim_task(task_id, user.id):
                 return task_id
+
+    def _unfinished(self, project_id: int, user: User) -> list[tuple[int, int]]:
+        """``user``'s tasks of the project with items not yet sent for review: (number, count)."""
+        done = ("submitted", "accepted")
+        tasks = self.store.list_tasks(project_id, assignee=user.id)
+        left = [(t["number"], t["total"] - sum(t["counts"].get(s, 0) for s in done)) for t in tasks]
+        return [(n, k) for n, k in left if k]
 
     def assign(self, user: User, task_id: int, assignee: str | None) -> None:
         self.require_admin(user)
@@ -457,4 +483,5 @@ def item_json(i: Item) -> dict[str, Any]:
         "version": i.version,
         "comment": i.comment,
         "suggestion": i.suggestion,
+        "committed_in": i.exported_seq,  # the project dataset's version holding the label, or None
     }

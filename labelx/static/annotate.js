@@ -85,7 +85,10 @@ function render() {
     (it.dataset_label_fits ? "" : editable(it)
       ? ". Kept unless you pick a class: a class picked here replaces it when the labels are committed; S skips the item and keeps it."
       // submitted or accepted: no class can be picked here any more (it said "unless you pick a class")
-      : `; the label ${it.status === "accepted" ? "accepted" : "sent for review"} replaces it when the labels are committed.`);
+      : it.status === "accepted" && it.committed_in
+        // committed: it said "replaces it when the labels are committed" of a label the dataset held (newuser74)
+        ? `; the label accepted is committed: ${S.view.project.dataset}@v${it.committed_in} holds it.`
+        : `; the label ${it.status === "accepted" ? "accepted" : "sent for review"} replaces it when the labels are committed.`);
   $("current").replaceChildren(el("span.muted", {}, "Label: "), el("b", {}, describe(it.value)));
   renderOverlay();
   renderBoxList();

@@ -228,11 +228,17 @@ function columnChart(container, points, color = "#3b5bdb", empty = "") {
 }
 
 /** "Take next task" (home page and dashboard): open the task claimed, or say in ``out`` why there
- * is none; an alert() box stopped the page for a plain answer ("no task left to take"). */
+ * is none; an alert() box stopped the page for a plain answer ("no task left to take"). No task
+ * left (``tasks_left: 0``) is the project's state, said as information with what to do next,
+ * not in red as a failure (newuser74); any other refusal stays an error. */
 async function takeNextTask(projectId, out) {
   out.textContent = "";
   try { const r = await api("POST", `/api/projects/${projectId}/take-task`); location.href = `${BASE}/tasks/${r.task_id}`; }
-  catch (e) { say(out, e.message); }
+  catch (e) {
+    const details = (e.body && e.body.error && e.body.error.details) || {};
+    out.classList.toggle("err", details.tasks_left !== 0);
+    say(out, e.message);
+  }
 }
 
 function progressBar(node, done, total) {

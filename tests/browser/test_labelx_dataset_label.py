@@ -4,7 +4,7 @@
 and no "In pets@v2: bird" for them, so the annotator never learnt what a picked class would
 replace at commit. Now the annotation page says it, marked as not one of the project's
 classes and what happens to it (in the notice colour: it was red, as an error, newuser73), and
-the review card says what accepting replaces.
+the review card says what accepting replaces; once committed, the page names the version holding it.
 """
 
 from __future__ import annotations
@@ -69,3 +69,15 @@ def test_a_label_that_is_not_a_class_is_shown_and_what_a_commit_does_to_it(chrom
             c, "#commit-unfit", f"The next commit replaces {total} labels of pets@v{version} that are not"
         )
         c.check("lx-foreign-4-dashboard")
+        c.visit(f"{base}/labelx/tasks/{task}")
+        _wait_text(c, "#existing", "the label accepted replaces it when the labels are committed")
+
+        # committed: it still said the label "replaces it when the labels are committed" (newuser74)
+        made_seq = c.driver.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            f"api('POST', '/api/projects/{pid}/commit', {{}}).then(v => done(v.seq), e => done(String(e)));"
+        )
+        assert isinstance(made_seq, int), made_seq
+        c.visit(f"{base}/labelx/tasks/{task}")
+        _wait_text(c, "#existing", f"; the label accepted is committed: pets@v{made_seq} holds it.")
+        assert "when the labels are committed" not in c.find("#existing").text

@@ -123,7 +123,8 @@ def test_take_next_task_with_none_left_says_so_in_the_page_not_in_an_alert(
     env: Env,
 ) -> None:
     """An annotator of a round-robin project (every task assigned) pressed "Take next task" on
-    the home page or the dashboard: an alert() box said "project 1 has no unassigned task left"."""
+    the home page or the dashboard: an alert() box said "project 1 has no unassigned task left".
+    Then it said so in red, as a failure, with no next step: it is information now (newuser74)."""
     from labelx.auth import hash_password
     from labelx.deps import labelx_db_path
     from labelx.store import LabelStore
@@ -149,7 +150,13 @@ def test_take_next_task_with_none_left_says_so_in_the_page_not_in_an_alert(
             c.find(button).click()
             c.until(lambda d, o=out: d.find_element("css selector", o).text)
             c.no_alert()
-            assert c.find(out).text == "no task left to take in val-rr: every task has its annotator", page
+            assert c.find(out).text == (
+                "no task left to take in val-rr: every task has its annotator. Yours to finish: "
+                f"task 1 ({made['total']} items to go)"
+            ), page
+            assert "err" not in c.find(out).get_attribute("class").split(), page
+            color = c.driver.execute_script("return getComputedStyle(arguments[0]).color", c.find(out))
+            assert color not in ("rgb(201, 42, 42)", "rgba(201, 42, 42, 1)"), (page, color)  # --bad
             assert c.driver.current_url == base + page
             c.screenshot("newuser16-lx-take-" + ("home" if page.endswith("/") else "dashboard"))
             errors = _console_errors(c)  # the take-task request's own 404, which the page explains

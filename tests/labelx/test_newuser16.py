@@ -27,8 +27,11 @@ def _run(home: Path, *args: str, password: str | None = None) -> subprocess.Comp
 
 def test_no_password_and_no_terminal_names_the_two_ways_to_give_one(tmp_path: Path) -> None:
     """``create-user`` (and ``set-password``) without ``$LABELX_PASSWORD`` and with nothing on
-    stdin said "datahub labelx failed: EOFError: ; this is a datahub bug" (exit 1)."""
-    for args in (("create-user", "bob", "--role", "annotator"), ("set-password", "bob")):
+    stdin said "datahub labelx failed: EOFError: ; this is a datahub bug" (exit 1). The
+    set-password is of an account that exists (newuser74: one that does not is refused first)."""
+    made = _run(tmp_path / "home", "create-user", "ann", "--role", "annotator", password="correct-horse-8")
+    assert made.returncode == 0, made.stderr
+    for args in (("create-user", "bob", "--role", "annotator"), ("set-password", "ann")):
         proc = _run(tmp_path / "home", *args)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "bug" not in proc.stderr and "EOFError" not in proc.stderr, proc.stderr
@@ -48,3 +51,29 @@ def test_a_bad_user_name_is_refused_before_the_password_is_asked_for(tmp_path: P
     assert proc.stderr.rstrip().endswith(
         "error: invalid user name 'Bob': use 1-63 characters from [a-z0-9._-], starting with a letter or digit"
     ), proc.stderr
+
+
+def test_set_password_of_no_account_is_refused_before_the_password_is_asked_for(tmp_path: Path) -> None:
+    """``set-password bob`` with no account ``bob`` asked for a new password (at a terminal, typed
+    for nothing) and only then said "no user 'bob'" (newuser74)."""
+    made = _run(tmp_path / "home", "create-user", "ann", "--role", "annotator", password="correct-horse-8")
+    assert made.returncode == 0, made.stderr
+    proc = _run(tmp_path / "home", "set-password", "bob")
+    assert proc.returncode == 3, proc.stderr
+    assert "new password for" not in proc.stderr and "no password given" not in proc.stderr, proc.stderr
+    assert "no user 'bob'; create it first" in proc.stderr and "labelx create-user bob" in proc.stderr, (
+        proc.stderr
+    )
+
+
+def test_create_user_of_a_taken_name_is_refused_before_the_password_is_asked_for(tmp_path: Path) -> None:
+    """``create-user ann`` with ``ann`` there already asked for a password, then said "user 'ann'
+    already exists; pick another name" (newuser74). It now says so first, and how to give
+    that account a new password."""
+    made = _run(tmp_path / "home", "create-user", "ann", "--role", "annotator", password="correct-horse-8")
+    assert made.returncode == 0, made.stderr
+    proc = _run(tmp_path / "home", "create-user", "ann", "--role", "admin")
+    assert proc.returncode == 4, proc.stderr
+    assert "password for ann" not in proc.stderr and "no password given" not in proc.stderr, proc.stderr
+    assert "user 'ann' already exists (annotator); pick another name" in proc.stderr, proc.stderr
+    assert "labelx set-password ann`" in proc.stderr, proc.stderr
