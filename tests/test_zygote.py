@@ -239,6 +239,14 @@ def test_an_ignored_signal_and_the_blocked_mask_are_inherited_as_through_exec(
         assert report(kind, tmp_path, tmp_path)["signals"]["SIGINT"] == "ignore"
 
 
+def _cmdline(pid: int) -> bytes | str:
+    """What ``is_mount_daemon`` read, for a failure's message (it failed once in a loaded run)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError as exc:
+        return repr(exc)
+
+
 def test_the_rewritten_cmdline_names_the_mount_daemon(kind: str, tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
@@ -246,7 +254,7 @@ def test_the_rewritten_cmdline_names_the_mount_daemon(kind: str, tmp_path: Path)
     relative = start(kind, tmp_path, "sleep", "mount", "mnt", "--foreground", cwd=tmp_path)
     try:
         for proc in (absolute, relative):
-            assert is_mount_daemon(proc.pid, str(mnt))
+            assert is_mount_daemon(proc.pid, str(mnt)), (proc.poll(), _cmdline(proc.pid), output(tmp_path))
             assert not is_mount_daemon(proc.pid, str(tmp_path / "other"))
     finally:
         for proc in (absolute, relative):
