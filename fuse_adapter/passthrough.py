@@ -28,7 +28,9 @@ ordinary handle, or EIO beside passthrough handles whose damaged file could not 
 No pyfuse3 here: the shim passes in the table (:class:`Table`), the view's page files and
 its worker-thread runner, so this runs in plain unit tests. All methods run on the FUSE loop's thread (no lock needed), except
 :meth:`PassthroughOpens.stats` and :meth:`PassthroughOpens.drain_hits`, whose table
-calls are ordered with the loop's by the GIL (pyfuse3 runs the table with it held).
+calls are ordered with the loop's by the GIL (pyfuse3 runs the table with it held), and
+:meth:`PassthroughOpens.recheck`, run in a worker thread (it reads and may write the held
+file; rechecks of one inode take turns under a lock).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import enum
 import errno
 import logging
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
@@ -48,6 +51,9 @@ from fuse_adapter.page_files import BackingFiles, Run, still_verified, verified_
 log = logging.getLogger(__name__)
 
 MAX_BACKING_IDS = 4096
+#: times a held file that fails its check is restored before its open fails: another
+#: process sharing the disk tier may be restoring it too (its write moves the state)
+REPAIRS = 2
 
 #: errors that mean "this mount cannot use passthrough at all": no CAP_SYS_ADMIN, the
 #: tier's file system cannot back a FUSE file, or passthrough was not negotiated
@@ -123,6 +129,9 @@ class PassthroughOpens:
         self._ordinary: dict[int, int] = {}  # ino -> cached (non-direct) ordinary handles open
         self._fh_ino: dict[int, tuple[int, bool]] = {}  # ordinary fh -> (ino, direct I/O?)
         self.python_opens = 0  # passthrough opens answered here (the first, or after a change)
+        #: rechecks of one inode's held file take turns (:meth:`recheck` runs in worker
+        #: threads): one open's repair would move the state another open's check just took
+        self._recheck_locks = [threading.Lock() for _ in range(16)]
         self.ordinary_opens = 0
 
     @property
@@ -254,14 +263,13 @@ class PassthroughOpens:
         if fd < 0:
             return None
         try:
-            before = fd_state(fd, settle=True)
-            if files.backing_check(ino, fd) and fd_state(fd) == before:
-                return before
-            if not files.backing_repair(ino, fd):
-                return None
-            after = fd_state(fd, settle=True)
-            if files.backing_check(ino, fd) and fd_state(fd) == after:
-                return after
+            with self._recheck_locks[ino % len(self._recheck_locks)]:
+                for attempt in range(REPAIRS + 1):
+                    before = fd_state(fd, settle=True)
+                    if files.backing_check(ino, fd) and fd_state(fd) == before:
+                        return before
+                    if attempt == REPAIRS or not files.backing_repair(ino, fd):
+                        return None
             return None
         except Exception as exc:  # e.g. the object changed: the open fails (HeldFileDamaged)
             log.warning("passthrough open of inode %d: its held file not checked or restored: %s", ino, exc)

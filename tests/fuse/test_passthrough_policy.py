@@ -12,7 +12,7 @@ import pytest
 
 from datahub.errors import HeldFileDamaged
 from fuse_adapter.fast_path import Asked, Build, decide, write_passthrough_off
-from fuse_adapter.passthrough import PassthroughOpens, Route, open_route
+from fuse_adapter.passthrough import REPAIRS, PassthroughOpens, Route, open_route
 from tests.fuse.test_passthrough_opens import FakeTable, a_fd
 
 FULL = Build(
@@ -44,9 +44,16 @@ class Files:
     """The view's page files (``page_files.BackingFiles``), with what each call saw."""
 
     def __init__(
-        self, *, first: int | None = -1, passes: bool = True, unchanged: bool = True, repairs: bool = False
+        self,
+        *,
+        first: int | None = -1,
+        passes: bool = True,
+        unchanged: bool = True,
+        repairs: bool = False,
+        undone: int = 0,
     ) -> None:
         self.first, self.passes, self.unchanged, self.repairs = first, passes, unchanged, repairs
+        self.undone = undone  # repairs undone before the next check (another process's write)
         self.calls: list[tuple] = []
 
     def backing_fd(self, ino: int, *, verify: bool = True, fetch: bool = False) -> int | None:
@@ -65,7 +72,10 @@ class Files:
     def backing_repair(self, ino: int, fd: int) -> bool:
         """Restores the file when ``repairs``: it passes its checks from then on."""
         self.calls.append(("backing_repair",))
-        self.passes = self.passes or self.repairs
+        if self.undone:
+            self.undone -= 1
+        else:
+            self.passes = self.passes or self.repairs
         return self.repairs
 
 
@@ -144,6 +154,27 @@ def test_held_handles_of_a_changed_file_are_rechecked_repaired_or_the_open_fails
         complete(pt.open(5, files, inline))
     assert failed.value.errno == errno.EIO and "inode 5" in str(failed.value)
     assert t.entries[5]["handles"] == 3  # no handle taken for the failed open
+
+
+@pytest.mark.parametrize(("undone", "restored"), [(1, True), (2, False)])
+def test_a_repair_undone_meanwhile_is_made_again_a_bounded_number_of_times(
+    undone: int, restored: bool
+) -> None:
+    """Another process sharing the disk tier writes the file between a repair and its
+    check (its own repair, or more damage): restored again, at most REPAIRS times."""
+    t = FakeTable()
+    pt = PassthroughOpens(t, wanted=True)
+    first, _ = complete(pt.open(5, Files(first=0), inline))
+    assert first is not None
+    t.entries[5]["changed"] = True
+    files = Files(first=0, passes=False, repairs=True, undone=undone)
+    if restored:
+        got, _ = complete(pt.open(5, files, inline))
+        assert got is not None
+    else:
+        with pytest.raises(HeldFileDamaged):
+            complete(pt.open(5, files, inline))
+    assert files.calls.count(("backing_repair",)) == min(undone + 1, REPAIRS)
 
 
 # --- the fast path: asked, the build, in effect ----------------------------------------------
