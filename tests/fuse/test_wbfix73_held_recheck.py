@@ -41,7 +41,7 @@ def mapped(fd: int) -> bytes:
         return bytes(m)
 
 
-@pytest.mark.parametrize("damage", ["hole", "append"])
+@pytest.mark.parametrize("damage", ["hole", "append", "cut"])
 def test_a_new_open_beside_a_held_passthrough_handle_of_a_changed_file_reads_the_version(
     env: FuseEnv, files: Dataset, damage: str
 ) -> None:
