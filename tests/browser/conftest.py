@@ -129,6 +129,14 @@ def _closing_env(e: Env) -> Iterator[Env]:
         e.catalog.close()
 
 
+def token_sign_in(c, token: str) -> None:
+    """On the sign-in page already shown: type ``token``, sign in, and wait to leave the page
+    (every browser test that signs in with a token does it so)."""
+    c.find("#token").send_keys(token)
+    c.find("#sign-in").click()
+    c.wait_for_url(lambda url: "/login" not in url)
+
+
 @contextmanager
 def browser_app(env: Env):
     """``datahub serve``'s app over ``env`` (without LabelX), its cache closed afterwards."""

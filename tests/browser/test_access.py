@@ -15,7 +15,7 @@ from fastapi.testclient import TestClient
 
 from datahub.api.tokens import issue_token, revoke_token
 from tests.browser.chrome import chrome  # noqa: F401 - the fixture
-from tests.browser.conftest import Env, browser_app, pets_env, serving
+from tests.browser.conftest import Env, browser_app, pets_env, serving, token_sign_in
 
 PAGES = (
     "/datasets/{d}",
@@ -121,9 +121,7 @@ def test_sign_in_with_a_token_in_chromium(chrome, auth_app, auth_env):  # noqa: 
     with serving(auth_app) as base:
         chrome.visit(f"{base}/datasets/pets", "10-sign-in")  # redirected to the form
         assert "/login?next=" in chrome.driver.current_url
-        chrome.find("#token").send_keys(token(auth_env, "alice"))
-        chrome.find("#sign-in").click()
-        chrome.wait_for_url(lambda url: "/login" not in url)
+        token_sign_in(chrome, token(auth_env, "alice"))
         assert chrome.driver.current_url == f"{base}/datasets/pets"
         chrome.check("11-signed-in")
         assert "datahub_session" not in chrome.driver.execute_script("return document.cookie")  # HttpOnly

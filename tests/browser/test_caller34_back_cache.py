@@ -17,7 +17,7 @@ from selenium.common.exceptions import TimeoutException
 
 from datahub.api.tokens import issue_token
 from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
-from tests.browser.conftest import browser_app, pets_env, serving
+from tests.browser.conftest import browser_app, pets_env, serving, token_sign_in
 
 pytestmark = [pytest.mark.browser]
 
@@ -30,9 +30,7 @@ def test_back_after_sign_out_asks_the_server_not_the_cache(chrome: Chrome, tmp_p
         serving(app) as base,
     ):
         c.visit(f"{base}/login")
-        c.find("#token").send_keys(issue_token(env.catalog.store, "alice")[0])
-        c.find("#sign-in").click()
-        c.wait_for_url(lambda url: "/login" not in url)
+        token_sign_in(c, issue_token(env.catalog.store, "alice")[0])
         c.visit(f"{base}/datasets/pets")
         assert "pet pictures" in c.find("main").text
         # out of the back/forward cache, as a page is once its time there is up

@@ -26,7 +26,7 @@ from datahub.api.tokens import issue_token
 from datahub.browser import session
 from datahub.cli.serve_cmd import build_app
 from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
-from tests.browser.conftest import Env, serving
+from tests.browser.conftest import Env, serving, token_sign_in
 from tests.browser.labelx_signin import type_sign_in
 from tests.browser.test_caller34_login_csrf import attacker_site
 from tests.labelx.conftest import PASSWORD, add_users
@@ -137,9 +137,7 @@ def test_both_uis_keep_host_cookies_apart_and_sign_out_alone(https, env: Env) ->
     lx_session = labelx.state.labelx.auth.session_cookie  # labelx_session_<instance> (caller44)
     token = issue_token(env.catalog.store, "alice")[0]
     c.driver.get(f"{base}/login")
-    c.find("#token").send_keys(token)
-    c.find("#sign-in").click()
-    c.wait_for_url(lambda url: "/login" not in url)
+    token_sign_in(c, token)
     c.driver.get(f"{base}/labelx/login")
     type_sign_in(c, "alice", PASSWORD)
     held = cookies(c)

@@ -14,6 +14,8 @@ browser asks each time, the server checks who asks first, and a request whose
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ import pytest
 from datahub.api.tokens import issue_token
 from labelx.app import create_labelx_app
 from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
-from tests.browser.conftest import browser_app, pets_env, serving
+from tests.browser.conftest import browser_app, pets_env, serving, token_sign_in
 from tests.browser.labelx_signin import type_sign_in
 from tests.labelx.conftest import PASSWORD, Session, add_users, make_project
 
@@ -50,9 +52,7 @@ def test_browser_pictures_are_not_shown_from_the_cache_after_sign_out(chrome: Ch
         serving(app) as base,
     ):
         c.visit(f"{base}/login")
-        c.find("#token").send_keys(issue_token(env.catalog.store, "alice")[0])
-        c.find("#sign-in").click()
-        c.wait_for_url(lambda url: "/login" not in url)
+        token_sign_in(c, issue_token(env.catalog.store, "alice")[0])
         for path in pictures:
             status, media, size = fetched(c, path)
             assert status == 200 and media.startswith("image/") and size > 0, (path, status, media)
@@ -67,8 +67,10 @@ def test_browser_pictures_are_not_shown_from_the_cache_after_sign_out(chrome: Ch
             )
 
 
-def test_labelx_images_are_not_shown_from_the_cache_after_sign_out(chrome: Chrome, tmp_path: Path) -> None:  # noqa: F811
-    c = chrome
+@contextmanager
+def labelx_for_admin(tmp_path: Path) -> Iterator[tuple[object, Session]]:
+    """A LabelX app over the pets dataset (which ``admin`` may read), its users, and the
+    admin's API session."""
     with pets_env(tmp_path, local_mode=False, in_ram=True) as env:
         env.catalog.update_dataset("pets", acl={"admin": "reader"})
         app = create_labelx_app(env.config, catalog=env.catalog, stores=env.stores)
@@ -77,23 +79,29 @@ def test_labelx_images_are_not_shown_from_the_cache_after_sign_out(chrome: Chrom
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 admin = Session(app, "admin")
-            project = make_project(admin, "c74")
-            task = admin.get(f"/api/projects/{project['id']}/tasks").json()[0]
-            items = admin.get(f"/api/tasks/{task['id']}").json()["items"]
-            [item] = [i for i in items if i["key"].endswith(".jpg")][:1]
-            with serving(app) as base:
-                c.visit(f"{base}/login")
-                type_sign_in(c, "admin", PASSWORD)
-                path = f"/api/items/{item['id']}/image?size=thumb"
-                status, media, size = fetched(c, path)
-                assert status == 200 and media == "image/jpeg" and size > 0, (status, media)
-                assert fetched(c, path) == (status, media, size)
-                c.find("#logout").click()
-                c.wait_for_url(lambda url: url.endswith("/login"))
-                status, media, _ = fetched(c, path)
-                assert media != "image/jpeg", f"{path} shown from the cache after Sign out: {status} {media}"
+            yield app, admin
         finally:
             app.state.labelx.store.close()
+
+
+def test_labelx_images_are_not_shown_from_the_cache_after_sign_out(chrome: Chrome, tmp_path: Path) -> None:  # noqa: F811
+    c = chrome
+    with labelx_for_admin(tmp_path) as (app, admin):
+        project = make_project(admin, "c74")
+        task = admin.get(f"/api/projects/{project['id']}/tasks").json()[0]
+        items = admin.get(f"/api/tasks/{task['id']}").json()["items"]
+        [item] = [i for i in items if i["key"].endswith(".jpg")][:1]
+        with serving(app) as base:
+            c.visit(f"{base}/login")
+            type_sign_in(c, "admin", PASSWORD)
+            path = f"/api/items/{item['id']}/image?size=thumb"
+            status, media, size = fetched(c, path)
+            assert status == 200 and media == "image/jpeg" and size > 0, (status, media)
+            assert fetched(c, path) == (status, media, size)
+            c.find("#logout").click()
+            c.wait_for_url(lambda url: url.endswith("/login"))
+            status, media, _ = fetched(c, path)
+            assert media != "image/jpeg", f"{path} shown from the cache after Sign out: {status} {media}"
 
 
 def test_a_kept_picture_is_a_304_only_for_who_may_still_read_it(tmp_path: Path) -> None:
@@ -133,33 +141,25 @@ def test_labelx_answers_opened_in_the_browser_are_not_shown_after_sign_out(
     ``no-store`` since caller34, its JSON was not, so Back after "Sign out" showed the projects
     (and their tasks, items, labels) from the browser's cache without asking the server."""
     c = chrome
-    with pets_env(tmp_path, local_mode=False, in_ram=True) as env:
-        env.catalog.update_dataset("pets", acl={"admin": "reader"})
-        app = create_labelx_app(env.config, catalog=env.catalog, stores=env.stores)
-        add_users(app, admin="admin", alice="annotator", bob="annotator")
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                make_project(Session(app, "admin"), "c74-secret-project")
-            with serving(app) as base:
-                c.visit(f"{base}/login")
-                type_sign_in(c, "admin", PASSWORD)
-                c.driver.get(f"{base}/api/projects")
-                assert "c74-secret-project" in c.find("body").text
-                # out of the back/forward cache, as a document is once its time there is up
-                c.driver.execute_script("window.addEventListener('unload', () => {})")
-                c.driver.get_log("browser")  # a JSON answer opened as a page asks for /favicon.ico (404)
-                c.visit(f"{base}/")
-                c.find("#logout").click()
-                c.wait_for_url(lambda url: url.endswith("/login"))
-                signed_out = c.driver.current_url
-                c.driver.execute_script("history.go(-2)")  # back to the JSON answer
-                # the cache's copy (the base), or the server's answer: the login page (next=...)
-                c.until(lambda d: d.current_url != signed_out)
-                c.settle()
-                assert "c74-secret-project" not in c.find("body").text, (
-                    f"Back after Sign out shows {c.driver.current_url} from the browser's cache"
-                )
-                c.driver.get_log("browser")  # the 401 of the answer asked for again
-        finally:
-            app.state.labelx.store.close()
+    with labelx_for_admin(tmp_path) as (app, admin):
+        make_project(admin, "c74-secret-project")
+        with serving(app) as base:
+            c.visit(f"{base}/login")
+            type_sign_in(c, "admin", PASSWORD)
+            c.driver.get(f"{base}/api/projects")
+            assert "c74-secret-project" in c.find("body").text
+            # out of the back/forward cache, as a document is once its time there is up
+            c.driver.execute_script("window.addEventListener('unload', () => {})")
+            c.driver.get_log("browser")  # a JSON answer opened as a page asks for /favicon.ico (404)
+            c.visit(f"{base}/")
+            c.find("#logout").click()
+            c.wait_for_url(lambda url: url.endswith("/login"))
+            signed_out = c.driver.current_url
+            c.driver.execute_script("history.go(-2)")  # back to the JSON answer
+            # the cache's copy (the base), or the server's answer: the login page (next=...)
+            c.until(lambda d: d.current_url != signed_out)
+            c.settle()
+            assert "c74-secret-project" not in c.find("body").text, (
+                f"Back after Sign out shows {c.driver.current_url} from the browser's cache"
+            )
+            c.driver.get_log("browser")  # the 401 of the answer asked for again

@@ -15,7 +15,7 @@ from selenium.common.exceptions import TimeoutException
 
 from datahub.api.tokens import issue_token
 from tests.browser.chrome import Chrome, chrome  # noqa: F401
-from tests.browser.conftest import Env, browser_app, pets_env, serving
+from tests.browser.conftest import Env, browser_app, pets_env, serving, token_sign_in
 from tests.browser.labelx_signin import signed_in
 from tests.browser.test_newuser_labelx import _wait_text, project_in_page
 
@@ -100,9 +100,7 @@ def test_back_after_signing_out_of_the_dataset_browser_asks_to_sign_in(
         serving(app) as base,
     ):
         c.visit(f"{base}/")
-        c.find("#token").send_keys(issue_token(env.catalog.store, "alice")[0])
-        c.find("#sign-in").click()
-        c.wait_for_url(lambda url: "/login" not in url)
+        token_sign_in(c, issue_token(env.catalog.store, "alice")[0])
         assert "pets" in c.find("main").text
         c.driver.execute_script(MARK)
         c.find("form.inline button").click()  # sign out

@@ -15,7 +15,7 @@ import pytest
 
 from datahub.api.tokens import issue_token
 from tests.browser.chrome import chrome  # noqa: F401 - the fixture
-from tests.browser.conftest import Env, browser_app, pets_env, serving
+from tests.browser.conftest import Env, browser_app, pets_env, serving, token_sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -56,9 +56,7 @@ def test_sign_out_stays_whole_on_the_first_row_at_every_width(chrome, auth_env, 
     auth_env.catalog.derive("pets", 2, "labels.class=dog", to_dataset=DATASET, owner=who)
     with browser_app(auth_env) as app, serving(app) as base:
         c.visit(f"{base}/login")
-        c.find("#token").send_keys(secret)
-        c.find("#sign-in").click()
-        c.wait_for_url(lambda url: "/login" not in url)
+        token_sign_in(c, secret)
         for width in (360, 400, 420, 1360):
             for path in ("/", f"/datasets/{DATASET}", f"/datasets/{DATASET}/versions/1"):
                 c.driver.set_window_size(width, 800)
