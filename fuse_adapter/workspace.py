@@ -1124,22 +1124,23 @@ class WorkspaceView:
             self._refund(refund)
 
     def _revert_at_release(self, ino: int, handle) -> bool:
-        """``_revert`` for a RELEASE; False if it found no room to write the file's
-        acknowledged bytes back into its staged file (``StagedFile._restore``: ``unrestored``,
-        committed by nothing), which the RELEASE then closes without a commit.
+        """``_revert`` for a RELEASE; False if it failed, and the RELEASE then closes the
+        handle without a commit: a staged file whose acknowledged bytes could not be written
+        back (no room, or its chunks unreadable while the shared tier is down) is left
+        ``unrestored`` (``StagedFile._restore``), which no commit takes.
 
         Why: the RELEASE must let its handle go whatever the revert met. Raised, the error
         skipped the handle's close, so the open file and its half-restored staged file stayed
         until the unmount, and every later open read them: an acknowledged file read as
         zeros past what the failed write had left, while the disk was full and after space
-        came back (``tests/fuse/test_wrongbytes74_unrestored.py``). Closed everywhere, the
+        came back (``tests/fuse/test_wrongbytes74_unrestored.py``), or after the shared tier
+        came back (``tests/fuse/test_wrongbytes74_restore_outage.py``). Closed everywhere, the
         staged file goes and the next open reads the journal's record."""
         try:
             self._revert(ino, handle)
-        except NoSpace as exc:
-            log.warning(
-                "workspace %r: %s; its handle is released without a commit", self.ws.name, exc.message
-            )
+        except (DatahubError, OSError) as exc:
+            why = exc.message if isinstance(exc, DatahubError) else str(exc)
+            log.warning("workspace %r: %s; its handle is released without a commit", self.ws.name, why)
             return False
         return True
 
