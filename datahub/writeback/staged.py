@@ -592,6 +592,12 @@ class StagedFile(OpenFile):
         no commit takes it until a truncate to 0 or its last close (the journal keeps
         ``chunks``, which every later open reads). No room to reserve past ``size``:
         NoSpace, and every commit is refused until a truncate finds room."""
+        # from the cut on the file is not what was acknowledged until every chunk is written
+        # back: a failure of any kind (no room, the shared tier unreadable: wrongbytes74) leaves
+        # it ``unrestored``, which no commit takes. Before, only ENOSPC did: a revert whose chunk
+        # reads failed left a torn file (the failed write's bytes, then zeros) that the next
+        # close of another handle committed as the file
+        self.unrestored = True
         with self._reserve_lock:
             os.ftruncate(self.fd, size)
             if not self._unreserved:
@@ -604,7 +610,6 @@ class StagedFile(OpenFile):
         except OSError as exc:
             if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
                 raise
-            self.unrestored = True
             raise NoSpace(
                 f"{self.path!r}: no room in {self._where} to restore its last acknowledged "
                 f"{size:,} bytes into its staged file; it is committed by nothing until it is "
@@ -644,9 +649,10 @@ class StagedFile(OpenFile):
                 return
             if self.unrestored:
                 raise NoSpace(
-                    f"{self.path!r}: a revert found no room to write its acknowledged bytes back into "
-                    f"its staged file in {self._where}; nothing commits it until it is truncated to 0 "
-                    "or closed everywhere (it then reads as its last fsync or close left it)",
+                    f"{self.path!r}: a revert could not write its acknowledged bytes back into its "
+                    f"staged file in {self._where} (no room there, or its chunks could not be read from "
+                    "the shared tier); nothing commits it until it is truncated to 0 or closed "
+                    "everywhere (it then reads as its last fsync or close left it)",
                     path=self.path,
                 )
             if st.st_size >= self.reserved:

@@ -452,7 +452,9 @@ class Workspace:
     def _linger(self, of: StagedFile) -> bool:
         """Keep the last reference of a staged file that some other open still holds (a
         mapping that outlived the last close: ``lingering.py``); True if kept."""
-        if of.refs != 1 or of.fd < 0 or of.unlinked or of.dropped or self._closed:
+        if of.refs != 1 or of.fd < 0 or of.unlinked or of.dropped or of.unrestored or self._closed:
+            # unrestored: nothing may commit it (``StagedFile._restore``), and held it was what
+            # every later open read, for good: the journal's record is the file (wrongbytes74)
             return False
         if not of.maybe_mapped(os.fstat(of.fd)):
             return False  # never mapped: nothing can write it once its handles are gone
@@ -469,7 +471,7 @@ class Workspace:
     def _finish_lingering(self, of: StagedFile) -> bool:
         """The last other open of a lingering staged file is gone: commit a whole copy (its
         stores left no trace we could trust), then release it. False: hold it longer."""
-        if not of.unlinked and not of.dropped:
+        if not of.unlinked and not of.dropped and not of.unrestored:  # unrestored: see ``_linger``
             try:
                 of.fsync(whole=True)
             except Exception as exc:  # kept, retried at the next probe and at close
