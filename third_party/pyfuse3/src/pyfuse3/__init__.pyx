@@ -84,6 +84,7 @@ cdef extern from "fastloop.h" nogil:
     int pyfuse3_fo_try_open "pyfuse3_fo_try_open_l"(int devfd, fuse_req_t req, fuse_ino_t ino, fuse_file_info *fi)
     int pyfuse3_fo_try_release "pyfuse3_fo_try_release_l"(int devfd, fuse_req_t req, fuse_file_info *fi)
     int pyfuse3_fo_handle "pyfuse3_fo_handle_l"(int devfd, uint64_t ino, uint64_t *fh, int32_t *backing_id)
+    int pyfuse3_fo_pin "pyfuse3_fo_pin_l"(uint64_t ino, uint64_t *fh, int32_t *backing_id)
     int pyfuse3_fo_release "pyfuse3_fo_release_l"(int devfd, uint64_t fh)
     int pyfuse3_fo_publish "pyfuse3_fo_publish_l"(int devfd, uint64_t ino, int fd)
     int pyfuse3_fo_retract "pyfuse3_fo_retract_l"(int devfd, uint64_t ino)
@@ -1492,6 +1493,18 @@ def passthrough_handle(uint64_t inode):
     cdef uint64_t fh = 0
     cdef int32_t backing_id = 0
     if not pyfuse3_fo_handle(_devfd(), inode, &fh, &backing_id):
+        return None
+    return (fh, backing_id)
+
+
+def passthrough_pin(uint64_t inode):
+    '''``(fh, backing_id)`` naming the file the table holds for *inode*, whatever its state,
+    for an open answered with that backing id and direct I/O (its reads come to the daemon):
+    the kernel takes no other open of an inode whose passthrough handles are open. Release
+    *fh* with passthrough_release when that open is released. None if no file is held.'''
+    cdef uint64_t fh = 0
+    cdef int32_t backing_id = 0
+    if not pyfuse3_fo_pin(inode, &fh, &backing_id):
         return None
     return (fh, backing_id)
 

@@ -121,6 +121,9 @@ static pthread_mutex_t pyfuse3_fo_lock = PTHREAD_MUTEX_INITIALIZER;
 static int pyfuse3_fo_handle_l(int devfd, uint64_t ino, uint64_t *fh, int32_t *backing_id) {
     PYFUSE3_FO_LOCKED(int, pyfuse3_fo_handle(devfd, ino, fh, backing_id))
 }
+static int pyfuse3_fo_pin_l(uint64_t ino, uint64_t *fh, int32_t *backing_id) {
+    PYFUSE3_FO_LOCKED(int, pyfuse3_fo_pin(ino, fh, backing_id))
+}
 static int pyfuse3_fo_release_l(int devfd, uint64_t fh) {
     PYFUSE3_FO_LOCKED(int, pyfuse3_fo_release(devfd, fh))
 }

@@ -221,6 +221,23 @@ static int pyfuse3_fo_handle(int devfd, uint64_t ino, uint64_t *fh, int32_t *bac
     return 1;
 }
 
+/* A handle for a direct-I/O open beside this inode's passthrough handles, whose held file
+   failed Python's check (datahub, wbfix73): the kernel takes no open of an inode with a
+   backing file that does not name that same file (fs/fuse/iomode.c, EIO to the caller), so
+   the open names it with FOPEN_DIRECT_IO, and its reads go to the daemon. 1 (*fh for
+   pyfuse3_fo_release, *backing_id set), or 0 if the table holds no file for ino. Unlike
+   pyfuse3_fo_handle the file's state is not asked: the handle reads nothing from it. */
+static int pyfuse3_fo_pin(uint64_t ino, uint64_t *fh, int32_t *backing_id) {
+    struct pyfuse3_fo_entry *e = pyfuse3_fo_find(ino);
+    if (e == NULL)
+        return 0;
+    e->handles++;
+    pyfuse3_fo_n.py_handles++;
+    *fh = PYFUSE3_FO_FH | ino;
+    *backing_id = e->backing_id;
+    return 1;
+}
+
 /* RELEASE of a handle of this table: 1 if it was one */
 static int pyfuse3_fo_release(int devfd, uint64_t fh) {
     struct pyfuse3_fo_entry *e;
