@@ -215,15 +215,6 @@ class ListingUnavailable(DatahubError):
     code, http_status, errno, exit_code = "listing_unavailable", 503, _errno.EIO, 7
 
 
-class HeldFileDamaged(DatahubError):
-    """A read-only passthrough mount: the cache's page file the kernel holds for a file's
-    open handles changed on disk and could not be restored in place. Every handle of the
-    file, a new one too, would map that file (the kernel takes no other while they are
-    open), so the open fails instead of showing wrong bytes (promise 2)."""
-
-    code, http_status, errno, exit_code = "held_file_damaged", 500, _errno.EIO, 7
-
-
 class NoSpace(DatahubError):
     code, http_status, errno, exit_code = "no_space", 507, _errno.ENOSPC, 7
 

@@ -378,9 +378,6 @@ class ObservedSource:
     def backing_check(self, ref: ObjectRef, fd: int) -> bool:
         return self._source.backing_check(ref, fd)
 
-    def backing_repair(self, ref: ObjectRef, fd: int) -> bool:
-        return self._source.backing_repair(ref, fd)
-
     def watch_backing(self, listener: Callable[[int, int], None]) -> None:
         self._source.watch_backing(listener)
 

@@ -413,8 +413,9 @@ class ReadOnlyOps(Ops):
             if got is not None:
                 return pyfuse3.FileInfo(fh=got[0], backing_id=got[1])
         fh = self.view.open(inode, write=write)
-        if pt.wanted:
-            pt.opened(fh, inode, direct=direct)
+        backing_id = pt.opened(fh, inode, direct=direct) if pt.wanted else 0
+        if backing_id:  # beside passthrough handles: their file, its reads through the daemon
+            return pyfuse3.FileInfo(fh=fh, backing_id=backing_id, direct_io=True)
         return pyfuse3.FileInfo(fh=fh, keep_cache=not direct, direct_io=direct)
 
     @_fuse_errors

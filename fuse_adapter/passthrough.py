@@ -17,20 +17,18 @@ fails. So this module keeps only the policy: which inodes may be published (none
 ordinary handles open), the bound (``max_ids``: the least recently published is retracted
 first), retraction on eviction, the fallback when the mount cannot do passthrough, and
 the counters. An open of an inode whose passthrough handles are still open, and whose held
-file failed its check again, has that very file restored in place first (the kernel takes
-no open of the inode without its backing id, and maps that file for every handle, direct
-I/O or not), then gets a handle of it; if it cannot be restored, the open fails (EIO).
+file failed its check again, is answered with that file's backing id *and* direct I/O: the
+kernel takes no open of the inode without that backing id (EIO), and direct I/O sends its
+reads to the daemon.
 
 The open policy is here too (:func:`open_route`, :meth:`PassthroughOpens.open`): which
 opens take the passthrough path, and what an open gets (a passthrough handle, a cached
-ordinary handle, or EIO beside passthrough handles whose damaged file could not be restored).
+ordinary handle, or a direct-I/O one next to passthrough handles, which names their file).
 
 No pyfuse3 here: the shim passes in the table (:class:`Table`), the view's page files and
 its worker-thread runner, so this runs in plain unit tests. All methods run on the FUSE loop's thread (no lock needed), except
 :meth:`PassthroughOpens.stats` and :meth:`PassthroughOpens.drain_hits`, whose table
-calls are ordered with the loop's by the GIL (pyfuse3 runs the table with it held), and
-:meth:`PassthroughOpens.recheck`, run in a worker thread (it reads and may write the held
-file; rechecks of one inode take turns under a lock).
+calls are ordered with the loop's by the GIL (pyfuse3 runs the table with it held).
 """
 
 from __future__ import annotations
@@ -39,21 +37,16 @@ import enum
 import errno
 import logging
 import os
-import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Protocol
 
 from datahub.cache.pagefile import settled_stat
-from datahub.errors import HeldFileDamaged
 from fuse_adapter.page_files import BackingFiles, Run, still_verified, verified_fd
 
 log = logging.getLogger(__name__)
 
 MAX_BACKING_IDS = 4096
-#: times a held file that fails its check is restored before its open fails: another
-#: process sharing the disk tier may be restoring it too (its write moves the state)
-REPAIRS = 2
 
 #: errors that mean "this mount cannot use passthrough at all": no CAP_SYS_ADMIN, the
 #: tier's file system cannot back a FUSE file, or passthrough was not negotiated
@@ -73,6 +66,7 @@ class Table(Protocol):
     def revalidate(
         self, ino: int, size: int, nlink: int, ctime_ns: int, mtime_ns: int
     ) -> tuple[int, int] | None: ...
+    def pin(self, ino: int) -> tuple[int, int] | None: ...
     def drain_hits(self) -> list[int]: ...
     def sweep(self, slots: int) -> list[int]: ...
     def stats(self) -> dict: ...
@@ -128,10 +122,9 @@ class PassthroughOpens:
         self._inos_of: dict[tuple[int, int], set[int]] = {}
         self._ordinary: dict[int, int] = {}  # ino -> cached (non-direct) ordinary handles open
         self._fh_ino: dict[int, tuple[int, bool]] = {}  # ordinary fh -> (ino, direct I/O?)
+        #: direct-I/O fh -> the table handle (``Table.pin``) that keeps its backing id open
+        self._pins: dict[int, int] = {}
         self.python_opens = 0  # passthrough opens answered here (the first, or after a change)
-        #: rechecks of one inode's held file take turns (:meth:`recheck` runs in worker
-        #: threads): one open's repair would move the state another open's check just took
-        self._recheck_locks = [threading.Lock() for _ in range(16)]
         self.ordinary_opens = 0
 
     @property
@@ -220,59 +213,35 @@ class PassthroughOpens:
 
     async def open(self, ino: int, files: BackingFiles, run: Run) -> tuple[tuple[int, int] | None, bool]:
         """The passthrough part of an open of ``ino`` (:attr:`Route.PASSTHROUGH`):
-        ``((fh, backing_id), False)`` for a passthrough handle, else ``(None, False)`` for
-        an ordinary one. ``run``: the shim's worker-thread runner, for the steps that read
-        files.
-
-        Raises HeldFileDamaged (EIO) when passthrough handles of ``ino`` hold a file that
-        failed its check and could not be restored (:meth:`recheck`): the kernel takes no
-        open of the inode that does not name that file (fs/fuse/iomode.c,
-        ``fuse_file_io_open``), and maps it for every handle that names it (fs/fuse/file.c,
-        ``fuse_file_mmap``), direct I/O or not, so any handle would show the damage through
-        ``mmap``; an error is better than wrong bytes (promise 2). wbfix73 answered it with
-        the backing id and direct I/O: right ``read``, wrong ``mmap`` (review74)."""
+        ``((fh, backing_id), False)`` for a passthrough handle, else ``(None, direct)``
+        for an ordinary one, with direct I/O when passthrough handles of ``ino`` are open
+        (then :meth:`opened` gives the backing id it must name). ``run``: the shim's
+        worker-thread runner, for the steps that read files."""
         got = self.reuse(ino)
         if got is None and self.may_publish(ino):
             fd = await verified_fd(files, ino, run)
             got = self.publish(ino, fd, lambda: fd is not None and still_verified(files, ino, fd))
         if got is None and self.held(ino):
             # its passthrough handles hold a file that changed (e.g. evicted): the kernel
-            # takes no other backing file until they close; check that one again (and
-            # restore it if it was damaged)
+            # takes no other backing file until they close; check that one again
             state = await run(self.recheck, ino, files)
             got = self.revalidate(ino, state) if state is not None else None
-            if got is None and self.held(ino):
-                raise HeldFileDamaged(
-                    f"inode {ino}: the cache's page file that this file's open handles read from "
-                    "changed on disk and could not be restored (the daemon's log names the object "
-                    "and why); close every handle of the file, then open it again",
-                    inode=ino,
-                )
+            return got, got is None
         return got, False
 
     def recheck(self, ino: int, files: BackingFiles) -> tuple[int, int, int, int] | None:
         """Blocking: check the file the C table holds for ``ino`` again; its state
-        (:func:`fd_state`) if it passed and did not change meanwhile, else None.
-
-        A file that fails is restored in place first (``files.backing_repair``: the
-        version's bytes, read through the cache, written back into that very file) and
-        checked again. Why not another file: the kernel keeps this one for every handle of
-        the inode until the last closes, and serves their reads and maps from it; once it
-        is restored, the handles that held it read the version's bytes again too."""
+        (:func:`fd_state`) if it passed and did not change meanwhile, else None."""
         fd = self.held_fd(ino)
         if fd < 0:
             return None
         try:
-            with self._recheck_locks[ino % len(self._recheck_locks)]:
-                for attempt in range(REPAIRS + 1):
-                    before = fd_state(fd, settle=True)
-                    if files.backing_check(ino, fd) and fd_state(fd) == before:
-                        return before
-                    if attempt == REPAIRS or not files.backing_repair(ino, fd):
-                        return None
+            before = fd_state(fd, settle=True)
+            if files.backing_check(ino, fd) and fd_state(fd) == before:
+                return before
             return None
-        except Exception as exc:  # e.g. the object changed: the open fails (HeldFileDamaged)
-            log.warning("passthrough open of inode %d: its held file not checked or restored: %s", ino, exc)
+        except Exception as exc:  # the open still succeeds, through the daemon
+            log.warning("passthrough open of inode %d: %s; reading through the daemon", ino, exc)
             return None
         finally:
             os.close(fd)
@@ -289,14 +258,27 @@ class PassthroughOpens:
             self.python_opens += 1
         return got
 
-    def opened(self, fh: int, ino: int, *, direct: bool) -> None:
-        """Record an ordinary handle (``direct``: direct I/O). A cached one keeps ``ino``
-        from being published while it is open (the kernel takes no passthrough open beside
-        it)."""
+    def opened(self, fh: int, ino: int, *, direct: bool) -> int:
+        """Record an ordinary handle (``direct``: direct I/O); the backing id to answer its
+        open with, or 0 for none.
+
+        A direct-I/O open of an inode whose passthrough handles are open (its held file failed
+        the check again: :meth:`open`) names their backing id: the kernel fails any open of
+        such an inode without it (fs/fuse/iomode.c, ``fuse_file_io_open``: EIO, before it
+        looks at ``FOPEN_DIRECT_IO``), and with ``FOPEN_DIRECT_IO`` beside it the handle's
+        reads still come to the daemon (fs/fuse/file.c), which serves the version's bytes.
+        The table keeps that id open until this handle is released (``Table.pin``). Before
+        (wbfix73), the open was answered without it and failed with EIO."""
+        backing = 0
+        if direct and self.held(ino):
+            got = self.table.pin(ino)
+            if got is not None:
+                self._pins[fh], backing = got
         if not direct:
             self._ordinary[ino] = self._ordinary.get(ino, 0) + 1
         self._fh_ino[fh] = (ino, direct)
         self.ordinary_opens += 1
+        return backing
 
     def retract(self, ino: int) -> None:
         """No more passthrough opens of ``ino`` with its published file (e.g. evicted)."""
@@ -357,6 +339,9 @@ class PassthroughOpens:
     def released(self, fh: int) -> None:
         if self.wanted and self.table.release(fh):
             return
+        pin = self._pins.pop(fh, None)
+        if pin is not None:
+            self.table.release(pin)
         got = self._fh_ino.pop(fh, None)
         if got is None:
             return

@@ -317,15 +317,6 @@ class ReadOnlyView:
             return False
         return check(self.tree.ref(ino), fd)
 
-    def backing_repair(self, ino: int, fd: int) -> bool:
-        """Blocking: restore ``fd`` (a backing file the kernel holds for ``ino``'s open
-        handles, which failed :meth:`backing_check`) in place to this file's verified bytes;
-        whether it now holds them. Raises as :meth:`read_inode` does (e.g. ObjectChanged)."""
-        repair = getattr(self.source, "backing_repair", None)
-        if repair is None or ino in self._virtual or self.tree.attr(ino).kind != FILE:
-            return False
-        return repair(self.tree.ref(ino), fd)
-
     def release(self, fh: int) -> None:
         with self._lock:
             self._handles.pop(fh, None)

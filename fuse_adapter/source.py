@@ -84,12 +84,6 @@ class ByteSource(Protocol):
         changed since) still holds exactly the verified bytes of ``ref`` (reads it whole)."""
         ...
 
-    def backing_repair(self, ref: ObjectRef, fd: int) -> bool:
-        """Restore the descriptor ``fd`` (a backing file the kernel holds, which failed
-        :meth:`backing_check`) in place to the verified bytes of ``ref``; whether it now
-        holds them. Raises as :meth:`read` does."""
-        ...
-
     def watch_backing(self, listener: Callable[[int, int], None]) -> None:
         """Call ``listener(st_dev, st_ino)`` (from any thread) for each backing file the
         cache evicts."""
@@ -164,9 +158,6 @@ class CacheSource:
 
     def backing_check(self, ref: ObjectRef, fd: int) -> bool:
         return self._cache.passthrough.check(ref, fd)
-
-    def backing_repair(self, ref: ObjectRef, fd: int) -> bool:
-        return self._cache.passthrough.repair(ref, fd)
 
     def watch_backing(self, listener: Callable[[int, int], None]) -> None:
         self._cache.passthrough.watch(listener)

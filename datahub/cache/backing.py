@@ -54,7 +54,6 @@ class BackingFiles:
         self._verified: OrderedDict[str, FileState] = OrderedDict()
         self.verifications = 0  # full checks (first opens, and files changed since)
         self.rejected = 0  # files that failed a check (removed; the open took the normal path)
-        self.repaired = 0  # held files that failed a check, restored in place (repair_held)
         #: told (st_dev, st_ino) of each page file the tier evicts (a mount retracts it)
         self.listeners: list[Callable[[int, int], None]] = []
         disk.on_written = self.written
@@ -164,48 +163,6 @@ class BackingFiles:
                 "backing file of %s held by open handles: %s; reading through the daemon", key.url, problem
             )
         return problem is None
-
-    def repair_held(self, key: PageKey, size: int, fd: int, data: bytes | memoryview) -> bool:
-        """Restore ``fd``, a file handed out by :meth:`open` that failed :meth:`check_held`,
-        to ``data``, the ``size`` verified bytes of ``key`` (read through the cache), in
-        place; then check it whole again. Whether it now holds them.
-
-        Why in place: the kernel keeps the file it was given for every passthrough handle
-        of the inode and maps it for each of them, a direct-I/O one too (fs/fuse/file.c,
-        ``fuse_file_mmap``); only that very file can be put right, never replaced. It is
-        reopened for writing through ``/proc/self/fd`` (the same inode, whatever its name
-        now, evicted or not), cut to ``size`` (an append) and written whole (a hole). Two
-        processes repairing one file write the same bytes. Only a file whose header names
-        this very page of that size is written (another page's file is not this one to
-        repair). Never raises: an error (ENOSPC, EIO, EACCES) is logged and is a no."""
-        try:
-            header = fmt.parse_header(os.getxattr(fd, fmt.XATTR))
-            if len(data) != size or header is None or header.name != key.name or header.size != size:
-                log.warning(
-                    "backing file of %s held by open handles: not restored (its header names another "
-                    "page, or %d bytes read for an object of %d)",
-                    key.url,
-                    len(data),
-                    size,
-                )
-                return False
-            out = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                os.ftruncate(out, size)
-                view, done = memoryview(data), 0
-                while done < size:
-                    done += os.pwrite(out, view[done:], done)
-            finally:
-                os.close(out)
-        except OSError as exc:
-            log.warning("backing file of %s held by open handles: repair failed: %s", key.url, exc)
-            return False
-        if not self.check_held(key, size, fd):
-            return False
-        with self._lock:
-            self.repaired += 1
-        log.warning("backing file of %s held by open handles was damaged: restored in place", key.url)
-        return True
 
     def _check(self, fd: int, key: PageKey, header: fmt.PageHeader, size: int) -> str | None:
         self.verifications += 1

@@ -32,7 +32,7 @@ class PassthroughFiles:
         page_size: int,
         local_tiers: Sequence[Tier],
         activity: ReaderActivity,
-        read: Callable[[ObjectRef], bytes | memoryview],
+        read: Callable[[ObjectRef], object],
     ) -> None:
         #: the disk tier's verified page files (None: no disk tier, so no backing files)
         self.backing = backing
@@ -101,16 +101,6 @@ class PassthroughFiles:
         key = self._key(ref)
         return key is not None and self.backing is not None and self.backing.check_held(key, ref.size, fd)
 
-    def repair(self, ref: ObjectRef, fd: int) -> bool:
-        """Restore ``fd``, a backing file of ``ref`` held by the kernel that failed
-        :meth:`check`, in place to the object's verified bytes (read through the cache, which
-        verifies them as it does any fill): ``BackingFiles.repair_held``. Whether it now
-        holds them. Raises as the cache's ``read`` does (ObjectChanged, StorageError)."""
-        key = self._key(ref)
-        if key is None or self.backing is None:
-            return False
-        return self.backing.repair_held(key, ref.size, fd, self._read(ref))
-
     def watch(self, listener: Callable[[int, int], None]) -> None:
         """Call ``listener(st_dev, st_ino)`` for each backing file the disk tier evicts (from
         the evicting thread), so a mount stops holding it."""
@@ -122,9 +112,4 @@ class PassthroughFiles:
         b = self.backing
         if b is None:
             return None
-        return {
-            "format3": bool(b.disk.xattr_pages),
-            "verifications": b.verifications,
-            "rejected": b.rejected,
-            "repaired": b.repaired,
-        }
+        return {"format3": bool(b.disk.xattr_pages), "verifications": b.verifications, "rejected": b.rejected}

@@ -334,36 +334,3 @@ def test_a_write_in_the_same_clock_tick_is_seen_where_timestamps_are_coarse(coar
         assert backing.open(key(99), len(data), verify=False) == UNVERIFIED
     finally:
         disk.close()
-
-
-def test_a_held_file_that_fails_its_check_is_restored_in_place_or_left_alone(tmp_path: Path) -> None:
-    """heldfix74: ``repair_held`` writes the verified bytes back into the very file a
-    descriptor holds (the kernel's backing file), evicted or not; a file whose header names
-    another page, or bytes of another length, are left as they are."""
-    disk = make_disk(tmp_path)
-    try:
-        data = os.urandom(70_000)
-        disk.put(key(), data)
-        backing = BackingFiles(disk)
-        fd = backing.open(key(), len(data))
-        assert fd is not None
-        path = Path(disk._path(key()))
-        st = os.fstat(fd)
-        with open(path, "r+b") as f:  # damaged in place: zeros, and a tail
-            f.seek(4096)
-            f.write(bytes(4096))
-            f.seek(0, os.SEEK_END)
-            f.write(b"appended")
-        path.unlink()  # evicted meanwhile: the descriptor still holds the file
-        assert not backing.check_held(key(), len(data), fd)
-        assert not backing.repair_held(key(1), len(data), fd, data)  # not this file's page
-        assert not backing.repair_held(key(), len(data), fd, data[:-1])
-        assert backing.repaired == 0 and os.pread(fd, 8, 4096) == bytes(8)
-        assert backing.repair_held(key(), len(data), fd, data)
-        assert backing.repaired == 1 and backing.check_held(key(), len(data), fd)
-        assert os.pread(fd, len(data) + 1, 0) == data
-        assert (os.fstat(fd).st_dev, os.fstat(fd).st_ino) == (st.st_dev, st.st_ino)  # the same file
-        assert backing.repair_held(key(), len(data), fd, data)  # twice (two daemons): the same bytes
-        os.close(fd)
-    finally:
-        disk.close()

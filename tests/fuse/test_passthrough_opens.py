@@ -12,7 +12,6 @@ import os
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datahub.errors import HeldFileDamaged
 from fuse_adapter.passthrough import PassthroughOpens
 
 FH_BIT = 1 << 62
@@ -134,6 +133,14 @@ class FakeTable:
         self.py_handles += 1
         return FH_BIT | ino, e["id"]
 
+    def pin(self, ino: int) -> tuple[int, int] | None:
+        e = self.entries.get(ino)
+        if e is None:
+            return None
+        e["handles"] += 1
+        self.py_handles += 1
+        return FH_BIT | ino, e["id"]
+
     def drain_hits(self) -> list[int]:
         got = [ino for ino, e in self.entries.items() if e.get("hits")]
         for ino in got:
@@ -170,9 +177,6 @@ class _Files:
     def backing_check(self, ino: int, fd: int) -> bool:
         return self.has_file
 
-    def backing_repair(self, ino: int, fd: int) -> bool:
-        return self.has_file
-
 
 async def _inline(fn, *args):
     return fn(*args)
@@ -186,11 +190,9 @@ class Mount:
         self.pt, self.table = pt, table
         self.tokens = 0
         self.handles: dict[int, tuple[int, str, int]] = {}  # token -> (ino, kind, fh)
-        self.failed = 0  # opens that failed (EIO: a held file damaged and not restored)
 
-    def open(self, ino: int, has_file: bool = True) -> int | None:
-        """A token for the open handle (fh of C handles repeat: one per inode), None if
-        the open failed."""
+    def open(self, ino: int, has_file: bool = True) -> int:
+        """A token for the open handle (fh of C handles repeat: one per inode)."""
         self.tokens += 1
         direct = False
         got = self.table.c_open(ino)
@@ -201,14 +203,12 @@ class Mount:
                 raise AssertionError("the open suspended")
             except StopIteration as done:
                 got, direct = done.value
-            except HeldFileDamaged:
-                self.failed += 1
-                return None
         if got is not None:
             self.handles[self.tokens] = (ino, f"pt{got[1]}", got[0])
         else:
-            self.pt.opened(self.tokens, ino, direct=direct)
-            self.handles[self.tokens] = (ino, "direct" if direct else "cached", self.tokens)
+            backing = self.pt.opened(self.tokens, ino, direct=direct)
+            kind = f"pt{backing}:direct" if backing else "direct" if direct else "cached"
+            self.handles[self.tokens] = (ino, kind, self.tokens)
         return self.tokens
 
     def release(self, token: int) -> None:
@@ -220,7 +220,7 @@ class Mount:
         for ino, kind, _ in self.handles.values():
             kinds.setdefault(ino, set()).add(kind)
         for ino, k in kinds.items():
-            pts = {x for x in k if x.startswith("pt")}
+            pts = {x.removesuffix(":direct") for x in k if x.startswith("pt")}
             assert len(pts) <= 1, f"inode {ino}: two backing ids {pts}"
             # fs/fuse/iomode.c, fuse_file_io_open: an open without the inode's backing id is
             # EIO while it has one, cached or direct I/O alike
@@ -248,15 +248,14 @@ def test_a_changed_file_goes_back_to_python_and_is_never_mixed() -> None:
     pt = PassthroughOpens(t, wanted=True)
     m = Mount(pt, t)
     h = m.open(5)
-    held = t.entries[5]["id"]
     t.entries[5]["changed"] = True  # written, truncated, chmod'ed or evicted on disk
-    again = m.open(5)  # checked again: it failed, was restored in place -> that same file
+    again = m.open(5, has_file=False)  # checked again: it failed -> direct I/O next to it
     m.check_kernel_rules()
-    assert again is not None and m.handles[again][1] == f"pt{held}"
-    m.release(again)
-    t.entries[5]["changed"] = True
-    assert m.open(5, has_file=False) is None and m.failed == 1  # not restorable: EIO, no handle
+    pinned = t.entries[5]["id"]
+    assert m.handles[again][1] == f"pt{pinned}:direct"  # names their file; reads via the daemon
     m.release(h)
+    assert t.open_ids == {pinned}  # the direct handle holds the id the kernel still uses
+    m.release(again)
     assert not t.open_ids
     m.release(m.open(5))  # published again from a fresh file
     assert t.open_ids and not pt._ordinary

@@ -5,14 +5,12 @@ mount, no pyfuse3 (``fuse_adapter.passthrough``, ``fuse_adapter.page_files``,
 
 from __future__ import annotations
 
-import errno
 from types import SimpleNamespace
 
 import pytest
 
-from datahub.errors import HeldFileDamaged
 from fuse_adapter.fast_path import Asked, Build, decide, write_passthrough_off
-from fuse_adapter.passthrough import REPAIRS, PassthroughOpens, Route, open_route
+from fuse_adapter.passthrough import PassthroughOpens, Route, open_route
 from tests.fuse.test_passthrough_opens import FakeTable, a_fd
 
 FULL = Build(
@@ -43,17 +41,8 @@ async def inline(fn, *args):
 class Files:
     """The view's page files (``page_files.BackingFiles``), with what each call saw."""
 
-    def __init__(
-        self,
-        *,
-        first: int | None = -1,
-        passes: bool = True,
-        unchanged: bool = True,
-        repairs: bool = False,
-        undone: int = 0,
-    ) -> None:
-        self.first, self.passes, self.unchanged, self.repairs = first, passes, unchanged, repairs
-        self.undone = undone  # repairs undone before the next check (another process's write)
+    def __init__(self, *, first: int | None = -1, passes: bool = True, unchanged: bool = True) -> None:
+        self.first, self.passes, self.unchanged = first, passes, unchanged
         self.calls: list[tuple] = []
 
     def backing_fd(self, ino: int, *, verify: bool = True, fetch: bool = False) -> int | None:
@@ -68,15 +57,6 @@ class Files:
     def backing_check(self, ino: int, fd: int) -> bool:
         self.calls.append(("backing_check",))
         return self.passes
-
-    def backing_repair(self, ino: int, fd: int) -> bool:
-        """Restores the file when ``repairs``: it passes its checks from then on."""
-        self.calls.append(("backing_repair",))
-        if self.undone:
-            self.undone -= 1
-        else:
-            self.passes = self.passes or self.repairs
-        return self.repairs
 
 
 # --- which route an OPEN takes -----------------------------------------------------------------
@@ -132,10 +112,7 @@ def test_no_page_file_means_an_ordinary_open() -> None:
     assert (got, direct) == (None, False) and not t.entries
 
 
-def test_held_handles_of_a_changed_file_are_rechecked_repaired_or_the_open_fails() -> None:
-    """heldfix74: a held file that fails its check is restored in place, then handed out
-    again; one that cannot be restored fails the open (EIO), never a handle of it (the
-    kernel maps the held file for any handle, direct I/O too). wbfix73 answered direct I/O."""
+def test_held_handles_of_a_changed_file_are_rechecked_and_failing_that_get_direct_io() -> None:
     t = FakeTable()
     pt = PassthroughOpens(t, wanted=True)
     first, _ = complete(pt.open(5, Files(first=0), inline))
@@ -144,37 +121,15 @@ def test_held_handles_of_a_changed_file_are_rechecked_repaired_or_the_open_fails
     again, direct = complete(pt.open(5, Files(first=0, passes=True), inline))
     assert again is not None and not direct  # checked again, still the verified bytes
     t.entries[5]["changed"] = True
-    files = Files(first=0, passes=False, repairs=True)
-    repaired, direct = complete(pt.open(5, files, inline))
-    assert repaired == (again[0], t.entries[5]["id"]) and not direct  # the same file, restored
-    assert files.calls[-3:] == [("backing_check",), ("backing_repair",), ("backing_check",)]
-    t.entries[5]["changed"] = True
-    files = Files(first=0, passes=False, repairs=False)
-    with pytest.raises(HeldFileDamaged) as failed:
-        complete(pt.open(5, files, inline))
-    assert failed.value.errno == errno.EIO and "inode 5" in str(failed.value)
-    assert t.entries[5]["handles"] == 3  # no handle taken for the failed open
-
-
-@pytest.mark.parametrize(("undone", "restored"), [(1, True), (2, False)])
-def test_a_repair_undone_meanwhile_is_made_again_a_bounded_number_of_times(
-    undone: int, restored: bool
-) -> None:
-    """Another process sharing the disk tier writes the file between a repair and its
-    check (its own repair, or more damage): restored again, at most REPAIRS times."""
-    t = FakeTable()
-    pt = PassthroughOpens(t, wanted=True)
-    first, _ = complete(pt.open(5, Files(first=0), inline))
-    assert first is not None
-    t.entries[5]["changed"] = True
-    files = Files(first=0, passes=False, repairs=True, undone=undone)
-    if restored:
-        got, _ = complete(pt.open(5, files, inline))
-        assert got is not None
-    else:
-        with pytest.raises(HeldFileDamaged):
-            complete(pt.open(5, files, inline))
-    assert files.calls.count(("backing_repair",)) == min(undone + 1, REPAIRS)
+    files = Files(first=0, passes=False)
+    failed, direct = complete(pt.open(5, files, inline))
+    assert failed is None and direct  # through the daemon, with direct I/O
+    assert ("backing_check",) in files.calls
+    # naming the held file: the kernel fails any other open beside its passthrough handles
+    assert pt.opened(9, 5, direct=True) == t.entries[5]["id"]
+    assert t.entries[5]["handles"] == 3  # the id stays open while the direct handle is
+    pt.released(9)
+    assert t.entries[5]["handles"] == 2
 
 
 # --- the fast path: asked, the build, in effect ----------------------------------------------
