@@ -23,6 +23,9 @@ from datahub.storage.local import LocalStore
 from datahub.writeback import chunks as chunks_module
 from datahub.writeback.chunks import ChunkStore
 
+#: each test compacts memory first (``_compact_memory``: a sysctl write, so run alone)
+pytestmark = pytest.mark.exclusive
+
 MiB = 1 << 20
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
