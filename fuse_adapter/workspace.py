@@ -1099,7 +1099,10 @@ class WorkspaceView:
                     self._charge_staged(fh, force=True)
                 finally:
                     del self._handles[fh]
-            handle.close(commit=commit)
+            try:
+                handle.close(commit=commit)
+            except (DatahubError, OSError) as exc:  # a RELEASE lets its handle go (``_uncommitted``)
+                self._uncommitted(ino, handle, exc)
             if handle.lingering:
                 log.info(
                     "workspace %r: %r is still mapped after its last close: committed again when unmapped",
@@ -1122,6 +1125,30 @@ class WorkspaceView:
             if dropped is not None:
                 self._close_backing(dropped)
             self._refund(refund)
+
+    def _uncommitted(self, ino: int, handle, exc: DatahubError | OSError) -> None:
+        """A RELEASE whose own commit failed (the shared tier down or full, the journal's
+        device full): what the handle wrote since its last successful close was acknowledged
+        by nothing, so the file goes back to its last acknowledged state (``_revert``) unless
+        another handle holds it (then it is that handle's to commit or refuse, as ``_again``
+        says), and the handle is closed without a commit.
+
+        Why (wbrelease74): the failed commit raised out of ``release`` before the handle's
+        close, so the mount kept the open file (and its staged file) until the unmount: every
+        later open read bytes whose close had returned EIO (written through a dup after a
+        successful close, or through a mapping), and the next close of another handle
+        returned 0 and committed them (``tests/fuse/test_wbrelease74_release.py``). A revert
+        that fails too leaves a staged file ``unrestored``, which no commit takes, and its
+        last close lets it go (``_revert_at_release``)."""
+        if not handle.shared:
+            self._revert_at_release(ino, handle)
+        handle.close(commit=False)
+        why = exc.message if isinstance(exc, DatahubError) else str(exc)
+        log.warning(  # once it is done: a test waits for it
+            "workspace %r: %r could not be committed at its release (%s): its handle was released "
+            "without a commit, the file as its last successful fsync or close left it",
+            self.ws.name, handle.path, why,
+        )  # fmt: skip
 
     def _revert_at_release(self, ino: int, handle) -> bool:
         """``_revert`` for a RELEASE; False if it failed, and the RELEASE then closes the
