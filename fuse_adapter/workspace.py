@@ -1191,16 +1191,12 @@ class WorkspaceView:
             gone = self.ws.revert(path or "", file_id=handle.file_id)
         except NotFound:
             return
+        except (DatahubError, OSError):
+            self._recount_failed(ino, handle, charged)
+            raise
         if gone is None:
             return
-        if self.quota is not None:
-            kept = 0 if gone else handle.size()
-            self._refund(charged or 0)
-            with self._lock:
-                self.quota.force(kept)  # what was acknowledged stays, even past a lower limit
-                staged = self._staged.get(ino)
-                if staged is not None:
-                    staged.charged = kept
+        self._recount(ino, charged, 0 if gone else handle.size())
         with self._lock:  # the name this view knows for ``ino``, if it still names it
             node = self._inodes.get(ino)
             path = node.path if node is not None else None
@@ -1212,6 +1208,40 @@ class WorkspaceView:
             parent_ino = self._by_path.get(parent)
         if parent_ino is not None:
             self.forget_entry(parent_ino, name)
+
+    def _recount(self, ino: int, charged: int | None, kept: int) -> None:
+        """After a revert of ``ino``: the quota counts ``kept`` bytes for it, no longer
+        ``charged`` (what it was charged before the revert)."""
+        if self.quota is None:
+            return
+        self._refund(charged or 0)
+        with self._lock:
+            self.quota.force(kept)  # what was acknowledged stays, even past a lower limit
+            staged = self._staged.get(ino)
+            if staged is not None:
+                staged.charged = kept
+
+    def _recount_failed(self, ino: int, handle, charged: int | None) -> None:
+        """After a revert of ``ino`` that raised: the quota counts what the file holds now.
+
+        Why (wbrelease74): a staged file's revert cuts it to its acknowledged size before it
+        writes the acknowledged bytes back (``StagedFile._restore``); when that fails (no
+        room, the shared tier down) the file is ``unrestored`` and, once closed everywhere,
+        reads as the journal's record, of that size. The raise skipped the quota's step, so
+        the quota stayed charged with the failed write's bytes, which no file held any more:
+        ``df`` showed them used and later writes within the quota were refused with ENOSPC
+        (``tests/fuse/test_wbrelease74_quota.py``). A file with no name left keeps its charge
+        until its last close, as after a revert that succeeds (``_revert``)."""
+        if self.quota is None:
+            return
+        with self._lock:
+            if ino in self._nameless:
+                return
+        try:
+            kept = handle.size()
+        except (DatahubError, OSError):
+            return  # unknown: the charge stays as it was
+        self._recount(ino, charged, kept)
 
     def _refuse_dropped(self, handle) -> None:
         """After a revert of ``handle``'s file: every other handle of that file that wrote
