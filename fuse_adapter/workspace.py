@@ -1102,6 +1102,8 @@ class WorkspaceView:
             try:
                 handle.close(commit=commit)
             except (DatahubError, OSError) as exc:  # a RELEASE lets its handle go (``_uncommitted``)
+                if not commit or handle.released:  # not its commit that failed
+                    raise
                 self._uncommitted(ino, handle, exc)
             if handle.lingering:
                 log.info(
