@@ -31,6 +31,11 @@ from tests.writeback import test_faults
 pytestmark = pytest.mark.fuse
 tiny_fs = test_faults.tiny_fs  # a real 2 MiB tmpfs
 
+
+def _reads(path: Path, want: bytes) -> bool:
+    return path.read_bytes() == want
+
+
 QUOTA = 80_000_000  # past STAGE_HEADROOM (64 MiB): the files are staged
 
 
@@ -56,3 +61,31 @@ def test_a_failed_revert_leaves_the_quota_charged_with_what_the_file_holds(
             st = os.statvfs(mnt)
             # main: ~2 MB of the quota charged for the failed write's bytes, not 1 MB
             assert st.f_bavail * st.f_frsize >= QUOTA - len(old) - st.f_frsize
+
+
+def test_a_revert_with_no_room_leaves_the_quota_charged_with_the_acknowledged_size(
+    env: FuseEnv, tiny_fs: Path
+) -> None:
+    """The other way round: the failed write left less than the file acknowledged (a full
+    staging disk from the start), and the revert finds no block to write the acknowledged
+    1 MB back (``StagedFile._restore``: unrestored, NoSpace). The file reads as its 1 MB once
+    closed everywhere; before, the quota counted the ~100 KB the failed write had left, so
+    the workspace could hold ~0.9 MB more than its quota for each such close."""
+    name = "revert-quota-room"
+    mnt = _staging_on(env, tiny_fs, name)
+    old = os.urandom(1_000_000)
+    with env.mounted(mnt, "--workspace", name, "--passthrough", "--quota", str(QUOTA)):
+        log = env.root / f"mount-{mnt.name}.log"
+        (mnt / "f.bin").write_bytes(old)
+        wait_until(lambda: _free(tiny_fs) > 1_500_000, 10)  # its staged file let go (RELEASE)
+        ballast = test_faults.fill(tiny_fs, 100_000)
+        fd = os.open(mnt / "f.bin", os.O_WRONLY | os.O_TRUNC)  # staged anew, on the full device
+        _write_all(fd, os.urandom(3_000_000), fails=True)  # ~100 KB in
+        with pytest.raises(OSError):
+            os.close(fd)  # its revert cannot write the 1 MB back: no blocks left
+        assert "to restore its last acknowledged 1,000,000 bytes" in log.read_text()
+        wait_until(lambda: _reads(mnt / "f.bin", old), 15)  # closed everywhere
+        st = os.statvfs(mnt)
+        # main: ~100 KB charged for a file of 1 MB
+        assert st.f_bavail * st.f_frsize <= QUOTA - len(old) + st.f_frsize
+        ballast.unlink()
