@@ -1233,8 +1233,9 @@ class WorkspaceView:
         the quota stayed charged with the failed write's bytes, which no file held any more:
         ``df`` showed them used and later writes within the quota were refused with ENOSPC;
         or, when the failed write left less than the file acknowledged, the workspace held
-        that much past its quota (``tests/fuse/test_wbrelease74_quota.py``). A file with no name left keeps its charge
-        until its last close, as after a revert that succeeds (``_revert``)."""
+        that much past its quota (``tests/fuse/test_wbrelease74_quota.py``). A file with no
+        name left keeps its charge until its last close, as after a revert that succeeds
+        (``_revert``)."""
         if self.quota is None:
             return
         with self._lock:
