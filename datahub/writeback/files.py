@@ -916,6 +916,12 @@ class FileHandle:
         self._check().fsync()
 
     @property
+    def released(self) -> bool:
+        """Whether ``close`` let the handle go: a close whose commit failed keeps it open for
+        a retry, so a caller that must let it go anyway can tell (the mount's RELEASE)."""
+        return self._closed
+
+    @property
     def shared(self) -> bool:
         """Whether another handle holds this file open (all share one ``OpenFile``)."""
         return self._of.refs > 1
