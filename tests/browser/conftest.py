@@ -138,6 +138,22 @@ def token_sign_in(c, token: str) -> None:
 
 
 @contextmanager
+def signed_in_pets(c, tmp_path: Path, user: str = "alice") -> Iterator[tuple[Env, str]]:
+    """The pets dataset's browser served over HTTP, ``c`` (Chromium) signed in with a token
+    of ``user``: the environment and the base URL."""
+    from datahub.api.tokens import issue_token
+
+    with (
+        pets_env(tmp_path, local_mode=False, in_ram=True) as env,
+        browser_app(env) as app,
+        serving(app) as base,
+    ):
+        c.visit(f"{base}/login")
+        token_sign_in(c, issue_token(env.catalog.store, user)[0])
+        yield env, base
+
+
+@contextmanager
 def browser_app(env: Env):
     """``datahub serve``'s app over ``env`` (without LabelX), its cache closed afterwards."""
     app, cache = build_app(env.config, env.catalog, env.stores, labelx=False)

@@ -17,20 +17,14 @@ from selenium.common.exceptions import TimeoutException
 
 from datahub.api.tokens import issue_token
 from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
-from tests.browser.conftest import browser_app, pets_env, serving, token_sign_in
+from tests.browser.conftest import browser_app, pets_env, signed_in_pets
 
 pytestmark = [pytest.mark.browser]
 
 
 def test_back_after_sign_out_asks_the_server_not_the_cache(chrome: Chrome, tmp_path: Path) -> None:  # noqa: F811
     c = chrome
-    with (
-        pets_env(tmp_path, local_mode=False, in_ram=True) as env,
-        browser_app(env) as app,
-        serving(app) as base,
-    ):
-        c.visit(f"{base}/login")
-        token_sign_in(c, issue_token(env.catalog.store, "alice")[0])
+    with signed_in_pets(c, tmp_path) as (_env, base):
         c.visit(f"{base}/datasets/pets")
         assert "pet pictures" in c.find("main").text
         # out of the back/forward cache, as a page is once its time there is up

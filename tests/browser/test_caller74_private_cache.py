@@ -23,7 +23,7 @@ import pytest
 from datahub.api.tokens import issue_token
 from labelx.app import create_labelx_app
 from tests.browser.chrome import Chrome, chrome  # noqa: F401 - the fixture
-from tests.browser.conftest import browser_app, pets_env, serving, token_sign_in
+from tests.browser.conftest import browser_app, pets_env, serving, signed_in_pets
 from tests.browser.labelx_signin import type_sign_in
 from tests.labelx.conftest import PASSWORD, Session, add_users, make_project
 
@@ -46,13 +46,7 @@ def fetched(c: Chrome, url: str) -> tuple[int, str, int]:
 def test_browser_pictures_are_not_shown_from_the_cache_after_sign_out(chrome: Chrome, tmp_path: Path) -> None:  # noqa: F811
     c = chrome
     pictures = ("/thumbs/pets/1/train/dog/000.jpg", "/datasets/pets/versions/1/charts/labels.svg")
-    with (
-        pets_env(tmp_path, local_mode=False, in_ram=True) as env,
-        browser_app(env) as app,
-        serving(app) as base,
-    ):
-        c.visit(f"{base}/login")
-        token_sign_in(c, issue_token(env.catalog.store, "alice")[0])
+    with signed_in_pets(c, tmp_path) as (_env, base):
         for path in pictures:
             status, media, size = fetched(c, path)
             assert status == 200 and media.startswith("image/") and size > 0, (path, status, media)
