@@ -302,6 +302,16 @@ def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
     return make_env(tmp_path, moto_endpoint)
 
 
+@pytest.fixture
+def needs_passthrough() -> None:
+    """Skip where pyfuse3 was built without passthrough (libfuse < 3.16): for the modules
+    whose every test mounts with ``--passthrough`` (``pytest.mark.usefixtures``)."""
+    from fuse_adapter import fuse_ops
+
+    if not fuse_ops.PASSTHROUGH:
+        pytest.skip("pyfuse3 built without libfuse >= 3.16")
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

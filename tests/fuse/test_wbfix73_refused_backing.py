@@ -18,20 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.fuse.conftest import FuseEnv, make_env
+from tests.fuse.conftest import FuseEnv
 from tests.fuse.test_wbreview71_passthrough_sync import sync_write_then_kill_9
-from tests.servers import S3Endpoint
 
-pytestmark = pytest.mark.fuse
-
-
-@pytest.fixture
-def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
-    from fuse_adapter import fuse_ops
-
-    if not fuse_ops.PASSTHROUGH:
-        pytest.skip("pyfuse3 built without libfuse >= 3.16")
-    return make_env(tmp_path, moto_endpoint)
+pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("needs_passthrough")]
 
 
 @contextlib.contextmanager

@@ -16,23 +16,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-from pathlib import Path
 
 import pytest
 
-from tests.fuse.conftest import FuseEnv, make_env
+from tests.fuse.conftest import FuseEnv
 from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
-from tests.servers import S3Endpoint
 
 pytestmark = pytest.mark.fuse
 
 MiB = 1024**2
 QUOTA = 100 * MiB  # room for staging (``STAGE_HEADROOM`` is 64 MiB)
-
-
-@pytest.fixture
-def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
-    return make_env(tmp_path, moto_endpoint)
 
 
 @pytest.mark.parametrize("flags", [("--passthrough",), ()], ids=["passthrough", "daemon"])

@@ -13,25 +13,14 @@ its staged file's, through a handle still open.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-from tests.fuse.conftest import FuseEnv, make_env
+from tests.fuse.conftest import FuseEnv
 from tests.fuse.test_workspace_review11 import _wait_passthrough
-from tests.servers import S3Endpoint
 from tests.writeback.test_mount_passthrough import _staged_files_of
 
-pytestmark = pytest.mark.fuse
-
-
-@pytest.fixture
-def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
-    from fuse_adapter import fuse_ops
-
-    if not fuse_ops.PASSTHROUGH:
-        pytest.skip("pyfuse3 built without libfuse >= 3.16")
-    return make_env(tmp_path, moto_endpoint)
+pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("needs_passthrough")]
 
 
 def _appended_at_the_end(fd: int, body: bytes, tail: bytes) -> None:

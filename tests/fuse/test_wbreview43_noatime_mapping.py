@@ -17,27 +17,16 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-from pathlib import Path
 
 import pytest
 
-from tests.fuse.conftest import FuseEnv, make_env, wait_until
+from tests.fuse.conftest import FuseEnv, wait_until
 from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
 from tests.pagecache import _libc  # its mmap/munmap are typed for pointers
-from tests.servers import S3Endpoint
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("needs_passthrough")]
 
 PAGES = 4 * mmap.PAGESIZE
-
-
-@pytest.fixture
-def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
-    from fuse_adapter import fuse_ops
-
-    if not fuse_ops.PASSTHROUGH:
-        pytest.skip("pyfuse3 built without libfuse >= 3.16")
-    return make_env(tmp_path, moto_endpoint)
 
 
 class _Mapping:

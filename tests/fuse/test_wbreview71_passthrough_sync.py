@@ -16,28 +16,17 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
-from tests.fuse.conftest import FuseEnv, make_env
+from tests.fuse.conftest import FuseEnv
 from tests.fuse.test_workspace_review11 import _kill_9, _remounted, _wait_passthrough
-from tests.servers import S3Endpoint
 
-pytestmark = pytest.mark.fuse
+pytestmark = [pytest.mark.fuse, pytest.mark.usefixtures("needs_passthrough")]
 
 RWF_DSYNC_LIMIT = pytest.mark.xfail(
     strict=True, reason="passthrough: the kernel syncs the staged file, the daemon sees no write"
 )
-
-
-@pytest.fixture
-def env(tmp_path: Path, moto_endpoint: S3Endpoint) -> FuseEnv:
-    from fuse_adapter import fuse_ops
-
-    if not fuse_ops.PASSTHROUGH:
-        pytest.skip("pyfuse3 built without libfuse >= 3.16")
-    return make_env(tmp_path, moto_endpoint)
 
 
 @pytest.mark.parametrize(
